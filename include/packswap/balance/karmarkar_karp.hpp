@@ -1,0 +1,102 @@
+#pragma once
+
+#include "packswap/detail/span.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <queue>
+#include <tuple>
+#include <vector>
+
+namespace packswap::detail {
+
+/// Equal-size Karmarkar–Karp (largest differencing) over pre-formed chunks.
+///
+/// `chunks` lists item ids chunk by chunk, `k` per chunk, each chunk ordered by value descending
+/// (ties by id ascending). The result gives every item a set in `[0, k)` such that each set takes
+/// exactly one item of every chunk; sets are numbered by final sum descending, ties by the id of
+/// their first item. Deterministic: every comparison is a strict total order.
+///
+/// Guarantee: the final spread (largest minus smallest set sum) is at most the largest spread of
+/// one chunk, so the largest set is at most ceil(total / k) + that spread.
+class karmarkar_karp {
+ public:
+  /// `value[id]` is the value of item `id`; `chunks.size()` must be a multiple of `k`.
+  karmarkar_karp(span<const std::int64_t> value, span<const std::int32_t> chunks, std::int32_t k)
+      : value_(value), k_(static_cast<std::size_t>(k)) {
+    const std::size_t n = chunks.size();
+    const std::size_t states = k_ == 0 ? 0 : n / k_;
+    next_.assign(value.size(), -1);
+    sets_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto id = chunks[i];
+      sets_[i] = set{value[static_cast<std::size_t>(id)], id, id};
+    }
+    scratch_.resize(k_);
+    // Heap of states, largest spread first; ties pick the lower state id.
+    using entry = std::pair<std::int64_t, std::int64_t>; // (spread, -state)
+    std::priority_queue<entry> heap;
+    for (std::size_t s = 0; s < states; ++s) {
+      heap.emplace(spread(s), -static_cast<std::int64_t>(s));
+    }
+    while (heap.size() > 1) {
+      const auto x = static_cast<std::size_t>(-heap.top().second);
+      heap.pop();
+      const auto y = static_cast<std::size_t>(-heap.top().second);
+      heap.pop();
+      merge(x, y);
+      heap.emplace(spread(x), -static_cast<std::int64_t>(x));
+    }
+    final_ = heap.empty() ? 0 : static_cast<std::size_t>(-heap.top().second);
+  }
+
+  /// Writes the set of every item reachable from the chunks into `set_of` (indexed by item id).
+  void assign(span<std::int32_t> set_of) const {
+    for (std::size_t j = 0; j < k_; ++j) {
+      for (auto id = sets_[final_ * k_ + j].head; id >= 0;
+           id = next_[static_cast<std::size_t>(id)]) {
+        set_of[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(j);
+      }
+    }
+  }
+
+  /// Sum of set `j` of the final partition.
+  std::int64_t sum(std::int32_t j) const {
+    return sets_[final_ * k_ + static_cast<std::size_t>(j)].sum;
+  }
+
+ private:
+  struct set {
+    std::int64_t sum;
+    std::int32_t head;
+    std::int32_t tail;
+  };
+
+  std::int64_t spread(std::size_t s) const {
+    return sets_[s * k_].sum - sets_[s * k_ + k_ - 1].sum;
+  }
+
+  // Pairs x's largest set with y's smallest, and so on; the result replaces x, sorted again.
+  void merge(std::size_t x, std::size_t y) {
+    set* a = &sets_[x * k_];
+    const set* b = &sets_[y * k_];
+    for (std::size_t i = 0; i < k_; ++i) {
+      const set& other = b[k_ - 1 - i];
+      next_[static_cast<std::size_t>(a[i].tail)] = other.head;
+      scratch_[i] = set{a[i].sum + other.sum, a[i].head, other.tail};
+    }
+    std::sort(scratch_.begin(), scratch_.end(), [](const set& l, const set& r) {
+      return std::tie(r.sum, l.head) < std::tie(l.sum, r.head);
+    });
+    std::copy(scratch_.begin(), scratch_.end(), a);
+  }
+
+  span<const std::int64_t> value_;
+  std::size_t k_;
+  std::vector<std::int32_t> next_;
+  std::vector<set> sets_;
+  std::vector<set> scratch_;
+  std::size_t final_ = 0;
+};
+
+} // namespace packswap::detail

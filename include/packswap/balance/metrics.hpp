@@ -1,0 +1,105 @@
+#pragma once
+
+#include "packswap/balance/batch.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace packswap {
+
+/// The balance of one assignment, in the cost model's unit (DESIGN.md §2).
+struct balance_metrics {
+  std::int64_t a = 0;    ///< A: sum over micro-steps of the slowest rank's load
+  std::int64_t lb_a = 0; ///< a lower bound on A over all assignments (exact optimum for mbs = 1)
+  std::int64_t b = 0;    ///< B: the largest total load of one rank
+  std::int64_t lb_b = 0; ///< a lower bound on B over all assignments
+};
+
+/// Load of every cell, `loads[rank * ga + micro_step]`. Requires a valid assignment.
+inline std::vector<std::int64_t> cell_loads(span<const std::int64_t> costs, const assignment& a,
+                                            const shape& s) {
+  std::vector<std::int64_t> loads(static_cast<std::size_t>(s.cells()), 0);
+  for (std::size_t p = 0; p < a.size(); ++p) {
+    loads[static_cast<std::size_t>(a[p].rank) * static_cast<std::size_t>(s.ga) +
+          static_cast<std::size_t>(a[p].micro_step)] += costs[p];
+  }
+  return loads;
+}
+
+/// A = sum over micro-steps m of max over ranks r of `loads[r * ga + m]`.
+inline std::int64_t step_time_a(span<const std::int64_t> loads, const shape& s) {
+  std::int64_t total = 0;
+  for (std::int32_t m = 0; m < s.ga; ++m) {
+    std::int64_t slowest = 0;
+    for (std::int32_t r = 0; r < s.dp; ++r) {
+      slowest = std::max(slowest, loads[static_cast<std::size_t>(r) * s.ga + m]);
+    }
+    total += slowest;
+  }
+  return total;
+}
+
+/// B = max over ranks r of the sum over micro-steps of `loads[r * ga + m]`.
+inline std::int64_t step_time_b(span<const std::int64_t> loads, const shape& s) {
+  std::int64_t worst = 0;
+  for (std::int32_t r = 0; r < s.dp; ++r) {
+    std::int64_t sum = 0;
+    for (std::int32_t m = 0; m < s.ga; ++m) {
+      sum += loads[static_cast<std::size_t>(r) * s.ga + m];
+    }
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+/// LB_A: costs sorted descending, cut into `ga` groups of `dp * mbs`, the groups' maxima summed
+/// (the optimum of A when mbs = 1); for mbs > 1 also at least ceil(total / dp). `sorted_desc`
+/// must hold all costs in descending order.
+inline std::int64_t lower_bound_a_sorted(span<const std::int64_t> sorted_desc, const shape& s) {
+  std::int64_t sum_of_maxima = 0;
+  std::int64_t total = 0;
+  const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
+  for (std::size_t i = 0; i < sorted_desc.size(); ++i) {
+    if (i % group == 0) {
+      sum_of_maxima += sorted_desc[i];
+    }
+    total += sorted_desc[i];
+  }
+  const std::int64_t avg = (total + s.dp - 1) / s.dp;
+  return s.mbs == 1 ? sum_of_maxima : std::max(sum_of_maxima, avg);
+}
+
+/// LB_B: max(ceil(total / dp), the lightest possible cell holding the largest pack, that is the
+/// largest cost plus the `mbs - 1` smallest). `sorted_desc` must hold all costs in descending
+/// order.
+inline std::int64_t lower_bound_b_sorted(span<const std::int64_t> sorted_desc, const shape& s) {
+  std::int64_t total = 0;
+  for (const auto c : sorted_desc) {
+    total += c;
+  }
+  std::int64_t biggest_cell = sorted_desc.empty() ? 0 : sorted_desc[0];
+  for (std::int32_t k = 1; k < s.mbs; ++k) {
+    biggest_cell += sorted_desc[sorted_desc.size() - static_cast<std::size_t>(k)];
+  }
+  return std::max((total + s.dp - 1) / s.dp, biggest_cell);
+}
+
+/// A, LB_A, B and LB_B of assignment `a` for `costs`. Validates its inputs.
+inline balance_metrics measure_balance(span<const std::int64_t> costs, const assignment& a,
+                                       const shape& s) {
+  validate_costs(costs, s);
+  validate_assignment(a, s);
+  std::vector<std::int64_t> sorted(costs.begin(), costs.end());
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const auto loads = cell_loads(costs, a, s);
+  balance_metrics m;
+  m.a = step_time_a(loads, s);
+  m.b = step_time_b(loads, s);
+  m.lb_a = lower_bound_a_sorted(sorted, s);
+  m.lb_b = lower_bound_b_sorted(sorted, s);
+  return m;
+}
+
+} // namespace packswap

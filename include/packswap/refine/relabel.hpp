@@ -1,0 +1,71 @@
+#pragma once
+
+#include "packswap/balance/batch.hpp"
+#include "packswap/refine/topology.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+namespace packswap {
+
+/// Renames the ranks of `a` (whole columns move together, so A and B do not change) to keep as
+/// many weighted bytes on their source rank as a greedy matching finds: column/rank pairs are
+/// taken in order of the bytes they would keep, largest first (ties: lower column, then lower
+/// rank), each column and rank used once. O(N log N). Validates its inputs.
+inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, assignment a) {
+  validate_batch(packs, s);
+  validate_assignment(a, s);
+  const auto dp = static_cast<std::size_t>(s.dp);
+  // (column, source rank) -> bytes kept if that column becomes that rank.
+  struct pair_weight {
+    std::int64_t bytes;
+    std::int32_t column;
+    std::int32_t rank;
+  };
+  std::vector<pair_weight> w;
+  w.reserve(packs.size());
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    w.push_back({packs[p].bytes, a[p].rank, packs[p].source_rank});
+  }
+  std::sort(w.begin(), w.end(), [](const pair_weight& x, const pair_weight& y) {
+    return std::tie(x.column, x.rank) < std::tie(y.column, y.rank);
+  });
+  std::vector<pair_weight> merged;
+  for (const auto& x : w) {
+    if (!merged.empty() && merged.back().column == x.column && merged.back().rank == x.rank) {
+      merged.back().bytes += x.bytes;
+    } else {
+      merged.push_back(x);
+    }
+  }
+  std::sort(merged.begin(), merged.end(), [](const pair_weight& x, const pair_weight& y) {
+    return std::tie(y.bytes, x.column, x.rank) < std::tie(x.bytes, y.column, y.rank);
+  });
+  std::vector<std::int32_t> rank_of_column(dp, -1);
+  std::vector<char> rank_taken(dp, 0);
+  for (const auto& x : merged) {
+    auto& target = rank_of_column[static_cast<std::size_t>(x.column)];
+    if (target < 0 && !rank_taken[static_cast<std::size_t>(x.rank)]) {
+      target = x.rank;
+      rank_taken[static_cast<std::size_t>(x.rank)] = 1;
+    }
+  }
+  std::size_t next_free = 0;
+  for (auto& target : rank_of_column) {
+    if (target < 0) {
+      while (rank_taken[next_free]) {
+        ++next_free;
+      }
+      target = static_cast<std::int32_t>(next_free);
+      rank_taken[next_free] = 1;
+    }
+  }
+  for (auto& c : a) {
+    c.rank = rank_of_column[static_cast<std::size_t>(c.rank)];
+  }
+  return a;
+}
+
+} // namespace packswap
