@@ -2,10 +2,14 @@
 
 #include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/refine/detail/home_first.hpp"
 #include "packswap/refine/relabel.hpp"
 #include "packswap/refine/topology.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 #include <cstdint>
 #include <type_traits>
 
@@ -41,14 +45,100 @@ inline std::int64_t relax(std::int64_t x, std::int64_t ppm) {
 
 /// The default stage-2 policy. See `refine()`.
 class refiner {
- public:
+public:
   assignment operator()(span<const pack_meta> packs, const shape& s, const assignment& stage1,
                         const refine_options& opt) const {
     validate_batch(packs, s);
     validate_assignment(stage1, s);
     opt.topology.validate_for(s.dp);
-    (void)detail::eps_ppm(opt.eps);
-    return relabel_ranks(packs, s, stage1);
+    const std::int64_t ppm = detail::eps_ppm(opt.eps);
+    assignment fallback = relabel_ranks(packs, s, stage1);
+    if (s.mbs != 1) {
+      return fallback;
+    }
+    std::vector<std::int64_t> costs(packs.size());
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      costs[p] = packs[p].cost;
+    }
+    const auto loads = cell_loads(costs, stage1, s);
+    const std::int64_t limit = detail::relax(step_time_b(loads, s), ppm);
+    // Micro-step maxima of stage 1, largest first: keeping every rank under these caps keeps A.
+    std::vector<std::int64_t> caps(static_cast<std::size_t>(s.ga), 0);
+    for (std::int32_t r = 0; r < s.dp; ++r) {
+      for (std::int32_t m = 0; m < s.ga; ++m) {
+        auto& c = caps[static_cast<std::size_t>(m)];
+        c = std::max(c, loads[static_cast<std::size_t>(r) * static_cast<std::size_t>(s.ga) +
+                              static_cast<std::size_t>(m)]);
+      }
+    }
+    std::sort(caps.begin(), caps.end(), std::greater<>());
+    if (opt.mode == sync_mode::per_step) {
+      for (auto& c : caps) {
+        c = detail::relax(c, ppm);
+      }
+    }
+    detail::home_first engine(packs, s, opt.topology, caps, limit);
+    std::int64_t best = weighted_bytes(packs, fallback, opt.topology);
+    std::vector<std::int32_t> best_ranks;
+    // The default attempt; a narrower pinning band only when it fails to meet the limits.
+    for (const auto& t : attempts()) {
+      if (engine.run(t)) {
+        const std::int64_t moved = engine.weighted_moved();
+        if (moved < best) {
+          best = moved;
+          best_ranks = engine.ranks();
+        }
+        break;
+      }
+    }
+    if (best_ranks.empty()) {
+      return fallback;
+    }
+    return deal_micro_steps(packs, s, best_ranks);
+  }
+
+private:
+  static std::vector<detail::home_first::tuning> attempts() {
+    detail::home_first::tuning wide;
+    detail::home_first::tuning narrow;
+    narrow.band_low_permille = 350;
+    narrow.band_high_permille = 650;
+    return {wide, narrow};
+  }
+
+  static std::int64_t weighted_bytes(span<const pack_meta> packs, const assignment& a,
+                                     const topology& topo) {
+    std::int64_t sum = 0;
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      sum += topo.weight(packs[p].source_rank, a[p].rank) * packs[p].bytes;
+    }
+    return sum;
+  }
+
+  // Each rank's packs, sorted by cost descending (ties by id), fill micro-steps 0, 1, ...
+  static assignment deal_micro_steps(span<const pack_meta> packs, const shape& s,
+                                     const std::vector<std::int32_t>& rank_of) {
+    const auto k = static_cast<std::size_t>(s.packs_per_rank());
+    std::vector<std::int32_t> items(packs.size());
+    std::vector<std::size_t> used(static_cast<std::size_t>(s.dp), 0);
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      const auto r = static_cast<std::size_t>(rank_of[p]);
+      items[r * k + used[r]++] = static_cast<std::int32_t>(p);
+    }
+    assignment out(packs.size());
+    for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
+      const auto first = items.begin() + static_cast<std::ptrdiff_t>(r * k);
+      std::sort(first, first + static_cast<std::ptrdiff_t>(k), [&](std::int32_t a, std::int32_t b) {
+        const auto ca = packs[static_cast<std::size_t>(a)].cost;
+        const auto cb = packs[static_cast<std::size_t>(b)].cost;
+        return ca > cb || (ca == cb && a < b);
+      });
+      for (std::size_t j = 0; j < k; ++j) {
+        out[static_cast<std::size_t>(items[r * k + j])] =
+            cell{static_cast<std::int32_t>(r), static_cast<std::int32_t>(j / static_cast<std::size_t>(s.mbs))};
+      }
+    }
+    return out;
   }
 };
 

@@ -1,0 +1,881 @@
+#pragma once
+
+#include "packswap/balance/batch.hpp"
+#include "packswap/detail/sort.hpp"
+#include "packswap/refine/topology.hpp"
+
+#include <algorithm>
+#ifdef PACKSWAP_HF_DEBUG
+#include <cstdio>
+#endif
+#include <cstdint>
+#include <queue>
+#include <tuple>
+#include <vector>
+
+namespace packswap::detail {
+
+/// Stage 2 for mbs = 1: builds an assignment around the packs that stay home.
+///
+/// Constraints (integers only, so every rank derives the same answer):
+/// - caps: `caps[j]`, non-increasing, bound micro-step j. With level(p) = the last j such that
+///   caps[j] >= cost(p), a rank may hold at most j + 1 packs of level <= j, for every j. Then its
+///   packs sorted by cost descending sit at or below the caps, dealing them to micro-steps in that
+///   order keeps every micro-step's maximum within its cap, and A <= sum(caps).
+/// - limit: every rank's total load <= `limit` (B).
+///
+/// Steps: (1) pin each rank's own packs, largest weighted bytes first, while the capacity left for
+/// its free slots stays inside a band of typical pack costs; (2) deal the rest, most constrained
+/// and heaviest first, to the rank with the most capacity per free slot; (3) repair loads above the
+/// limit with swaps found through a cost-sorted index, each lowering the total excess, cheapest in
+/// moved bytes first; (4) bring packs home by swapping them with packs their home rank holds for
+/// others.
+class home_first {
+public:
+  /// Knobs of one attempt; the refiner tries a few and keeps the best feasible result.
+  struct tuning {
+    /// The pinning band, as per-mille quantiles of all costs: a rank with f free slots keeps
+    /// capacity between f * q(low) and f * q(high).
+    std::int32_t band_low_permille = 50;
+    std::int32_t band_high_permille = 950;
+    /// Cost-index entries scanned per pack when searching a repair swap.
+    std::int32_t scan_limit = 64;
+    /// Repair swaps allowed, per pack of the batch, before the attempt gives up.
+    std::int32_t repair_swaps_per_pack = 2;
+    /// Passes of the bring-home step.
+    std::int32_t home_passes = 2;
+    /// Ranks with the most room tried as partners of every repair swap.
+    std::int32_t roomy_partners = 8;
+    /// Sweeps of the re-deal step over all levels.
+    std::int32_t redeal_sweeps = 2;
+    /// Rounds in which ranks stuck far below the limit unlock one home pack each.
+    std::int32_t unlock_rounds = 2;
+  };
+
+  home_first(span<const pack_meta> packs, const shape& s, const topology& topo,
+             span<const std::int64_t> caps, std::int64_t limit)
+      : packs_(packs), dp_(static_cast<std::size_t>(s.dp)),
+        k_(static_cast<std::size_t>(s.ga)), n_(packs.size()), limit_(limit) {
+    node_.resize(dp_);
+    for (std::size_t r = 0; r < dp_; ++r) {
+      node_[r] = topo.node(static_cast<std::int32_t>(r));
+    }
+    inter_weight_ = topo.inter_node_weight();
+    level_.resize(n_);
+    cost_.resize(n_);
+    for (std::size_t p = 0; p < n_; ++p) {
+      cost_[p] = packs[p].cost;
+      // The last j with caps[j] >= cost; caps[0] bounds every cost by construction.
+      std::size_t lo = 0;
+      std::size_t hi = k_;
+      while (hi - lo > 1) {
+        const std::size_t mid = (lo + hi) / 2;
+        (caps[mid] >= cost_[p] ? lo : hi) = mid;
+      }
+      level_[p] = static_cast<std::int32_t>(lo);
+    }
+    // Slack of level j: how many ranks may end with fewer than j + 1 packs of level <= j. Zero
+    // where no costs tie across a chunk boundary, which forces one pack per chunk on every rank.
+    slack_.assign(k_, 0);
+    {
+      std::vector<std::int64_t> at_level(k_, 0);
+      for (std::size_t p = 0; p < n_; ++p) {
+        ++at_level[static_cast<std::size_t>(level_[p])];
+      }
+      std::int64_t prefix = 0;
+      for (std::size_t j = 0; j < k_; ++j) {
+        prefix += at_level[j];
+        slack_[j] = static_cast<std::int64_t>(dp_) * static_cast<std::int64_t>(j + 1) - prefix;
+      }
+    }
+    by_cost_ = order_desc(cost_);
+    std::reverse(by_cost_.begin(), by_cost_.end()); // ascending cost
+    sorted_cost_.resize(n_);
+    for (std::size_t i = 0; i < n_; ++i) {
+      sorted_cost_[i] = cost_[static_cast<std::size_t>(by_cost_[i])];
+    }
+  }
+
+  /// One attempt; false when some rank stays above the limit.
+  bool run(const tuning& t) {
+    tuning_ = t;
+    reset();
+    pin();
+#ifdef PACKSWAP_HF_DEBUG
+    { std::size_t pinned = 0; for (auto r : rank_of_) pinned += r >= 0; std::fprintf(stderr, "pinned %.3f\n", double(pinned) / n_); }
+#endif
+    for (std::size_t p = 0; p < n_; ++p) {
+      locked_[p] = rank_of_[p] >= 0 ? 1 : 0; // the pins
+    }
+    fill();
+    balance_pool();
+#ifdef PACKSWAP_HF_DEBUG
+    { std::int64_t ex = 0, over = 0, crowd = 0; for (std::size_t r = 0; r < dp_; ++r) { ex += excess(r); over += excess(r) > 0; crowd += level_excess(r) > 0; }
+      std::vector<std::size_t> rr(dp_); for (std::size_t r = 0; r < dp_; ++r) rr[r] = r;
+      std::sort(rr.begin(), rr.end(), [&](std::size_t a, std::size_t b) { return load_[a] < load_[b]; });
+      for (int i = 0; i < 4; ++i) { std::size_t r = rr[i]; int home = 0; for (std::size_t j = 0; j < used_[r]; ++j) home += src(items_[r*k_+j]) == r;
+        std::fprintf(stderr, "  light rank %zu room %lld home %d\n", r, (long long)(limit_ - load_[r]), home); }
+      std::fprintf(stderr, "after fill: over %lld crowded %lld total excess %lld (limit %lld)\n", (long long)over, (long long)crowd, (long long)ex, (long long)limit_); }
+#endif
+    if (!repair()) {
+#ifdef PACKSWAP_HF_DEBUG
+      { std::int64_t ex = 0, over = 0; for (std::size_t r = 0; r < dp_; ++r) { ex += excess(r); over += excess(r) > 0; }
+        std::fprintf(stderr, "repair failed: over %lld total excess %lld\n", (long long)over, (long long)ex); }
+#endif
+      return false;
+    }
+#ifdef PACKSWAP_HF_DEBUG
+    std::fprintf(stderr, "repair steps %lld pair found %lld full %lld free %lld\n", (long long)dbg_steps_, (long long)dbg_pair_found_, (long long)dbg_pair_full_, (long long)dbg_pair_free_);
+    dbg_steps_ = dbg_pair_found_ = dbg_pair_full_ = dbg_pair_free_ = 0;
+#endif
+    bring_home();
+    return true;
+  }
+
+  /// The rank of every pack after a successful `run`.
+  const std::vector<std::int32_t>& ranks() const noexcept { return rank_of_; }
+
+  /// Weighted bytes the current state moves.
+  std::int64_t weighted_moved() const {
+    std::int64_t sum = 0;
+    for (std::size_t p = 0; p < n_; ++p) {
+      sum += away(p, static_cast<std::size_t>(rank_of_[p]));
+    }
+    return sum;
+  }
+
+private:
+  // Weighted bytes of pack p when it is computed on rank r.
+  std::int64_t away(std::size_t p, std::size_t r) const {
+    const std::size_t h = src(p);
+    if (h == r) {
+      return 0;
+    }
+    return (node_[h] == node_[r] ? 1 : inter_weight_) * packs_[p].bytes;
+  }
+
+  std::size_t src(std::size_t p) const { return static_cast<std::size_t>(packs_[p].source_rank); }
+
+  // Can rank r take a pack of level `in` while giving up one of level `out` (none when out < 0)?
+  // Only the prefixes [in, out) grow, and each must stay <= j + 1.
+  bool level_room(std::size_t r, std::int32_t in, std::int32_t out) const {
+    const auto end = out < 0 ? k_ : static_cast<std::size_t>(std::max(in, out));
+    const std::int32_t* c = &cnt_[r * k_];
+    std::int32_t prefix = 0;
+    for (std::size_t j = 0; j < end; ++j) {
+      prefix += c[j];
+      if (j >= static_cast<std::size_t>(in) && prefix >= static_cast<std::int32_t>(j) + 1) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void reset() {
+    settled_.assign(n_, 0);
+    locked_.assign(n_, 0);
+    rank_of_.assign(n_, -1);
+    slot_.assign(n_, -1);
+    items_.assign(dp_ * k_, -1);
+    used_.assign(dp_, 0);
+    load_.assign(dp_, 0);
+    cnt_.assign(dp_ * k_, 0);
+  }
+
+  void place(std::size_t p, std::size_t r) {
+    rank_of_[p] = static_cast<std::int32_t>(r);
+    slot_[p] = static_cast<std::int32_t>(used_[r]);
+    items_[r * k_ + used_[r]] = static_cast<std::int32_t>(p);
+    ++used_[r];
+    load_[r] += cost_[p];
+    ++cnt_[r * k_ + static_cast<std::size_t>(level_[p])];
+  }
+
+  void unplace(std::size_t p) {
+    const auto r = static_cast<std::size_t>(rank_of_[p]);
+    const auto s = static_cast<std::size_t>(slot_[p]);
+    const auto last = static_cast<std::size_t>(items_[r * k_ + used_[r] - 1]);
+    items_[r * k_ + s] = static_cast<std::int32_t>(last);
+    slot_[last] = static_cast<std::int32_t>(s);
+    items_[r * k_ + used_[r] - 1] = -1;
+    --used_[r];
+    load_[r] -= cost_[p];
+    --cnt_[r * k_ + static_cast<std::size_t>(level_[p])];
+    rank_of_[p] = -1;
+    slot_[p] = -1;
+  }
+
+  // Exchanges pack x (on rank a) with pack y (on rank b).
+  void swap_packs(std::size_t x, std::size_t y) {
+    const auto a = static_cast<std::size_t>(rank_of_[x]);
+    const auto b = static_cast<std::size_t>(rank_of_[y]);
+    std::swap(items_[a * k_ + static_cast<std::size_t>(slot_[x])],
+              items_[b * k_ + static_cast<std::size_t>(slot_[y])]);
+    std::swap(slot_[x], slot_[y]);
+    rank_of_[x] = static_cast<std::int32_t>(b);
+    rank_of_[y] = static_cast<std::int32_t>(a);
+    const std::int64_t d = cost_[x] - cost_[y];
+    load_[a] -= d;
+    load_[b] += d;
+    --cnt_[a * k_ + static_cast<std::size_t>(level_[x])];
+    ++cnt_[a * k_ + static_cast<std::size_t>(level_[y])];
+    --cnt_[b * k_ + static_cast<std::size_t>(level_[y])];
+    ++cnt_[b * k_ + static_cast<std::size_t>(level_[x])];
+  }
+
+  std::int64_t cost_quantile(std::int32_t permille) const {
+    const auto i = std::min(n_ - 1, n_ * static_cast<std::size_t>(permille) / 1000);
+    return sorted_cost_[i];
+  }
+
+  // Can rank r, holding what it holds now, still be completed? Free slots take packs of any
+  // level, so it can iff some non-decreasing count of received packs R(j) (packs of level <= j it
+  // will receive) fits j + 1 - held(<= j) - slack(j) <= R(j) <= j + 1 - held(<= j) and ends at the
+  // number of free slots. Takes the largest such R, which uses the least slack: writes the slack
+  // it uses per level into `deficit_` (and checks it against what other ranks left) and the packs
+  // it will receive per level into `receive_`.
+  bool completable(std::size_t r) {
+    deficit_.assign(k_, 0);
+    receive_.assign(k_, 0);
+    std::int64_t held = 0;
+    for (std::size_t j = 0; j < k_; ++j) {
+      held += cnt_[r * k_ + j];
+      deficit_[j] = static_cast<std::int64_t>(j) + 1 - held; // upper bound of R(j)
+      if (deficit_[j] < 0) {
+        return false;
+      }
+    }
+    std::int64_t next = deficit_[k_ - 1];
+    for (std::size_t j = k_; j-- > 0;) {
+      const std::int64_t upper = deficit_[j];
+      const std::int64_t received = std::min(upper, next);
+      deficit_[j] = upper - received;
+      receive_[j] = received; // R(j) for now; differenced below
+      if (slack_used_[j] + deficit_[j] > slack_[j]) {
+        return false;
+      }
+      next = received;
+    }
+    for (std::size_t j = k_; j-- > 1;) {
+      receive_[j] -= receive_[j - 1];
+    }
+    return true;
+  }
+
+  void commit_deficits() {
+    for (std::size_t j = 0; j < k_; ++j) {
+      slack_used_[j] += deficit_[j];
+    }
+  }
+
+  // Per-level quantile of costs (per mille), from the cost index where each level is contiguous.
+  std::vector<std::int64_t> level_quantile(std::int32_t permille) const {
+    std::vector<std::int64_t> q(k_, 0);
+    std::size_t begin = 0;
+    while (begin < n_) {
+      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[begin])]);
+      std::size_t end = begin;
+      while (end < n_ && static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[end])]) == l) {
+        ++end;
+      }
+      q[l] = sorted_cost_[begin + (end - begin - 1) * static_cast<std::size_t>(permille) / 1000];
+      begin = end;
+    }
+    return q;
+  }
+
+  // What the free slots of rank r will add at least / at most, per the band quantiles, given the
+  // packs per level it will receive (`receive_`, from `completable`).
+  std::int64_t band_fill(const std::vector<std::int64_t>& q) const {
+    std::int64_t sum = 0;
+    for (std::size_t j = 0; j < k_; ++j) {
+      sum += receive_[j] * q[j];
+    }
+    return sum;
+  }
+
+  // (1) Keep own packs, largest weighted bytes first, while the rank can still be completed and
+  // completing it with cheap packs of the levels it lacks (the low band quantile of each) stays
+  // within the limit; then, while even expensive packs (the high quantile) would leave it short of
+  // the limit, give up the kept packs that weigh least and cost less than that quantile: such a
+  // rank must take a share of the heavy packs others give up.
+  void pin() {
+    const auto lo = level_quantile(tuning_.band_low_permille);
+    const auto hi = level_quantile(tuning_.band_high_permille);
+    slack_used_.assign(k_, 0);
+    std::vector<std::int32_t> own(n_);
+    std::vector<std::size_t> first(dp_ + 1, 0);
+    for (std::size_t p = 0; p < n_; ++p) {
+      ++first[src(p) + 1];
+    }
+    for (std::size_t r = 0; r < dp_; ++r) {
+      first[r + 1] += first[r];
+    }
+    {
+      std::vector<std::size_t> pos(first.begin(), first.end() - 1);
+      for (std::size_t p = 0; p < n_; ++p) {
+        own[pos[src(p)]++] = static_cast<std::int32_t>(p);
+      }
+    }
+    const auto heavier_bytes = [&](std::int32_t a, std::int32_t b) {
+      const auto wa = packs_[static_cast<std::size_t>(a)].bytes;
+      const auto wb = packs_[static_cast<std::size_t>(b)].bytes;
+      return wa > wb || (wa == wb && a < b);
+    };
+    for (std::size_t r = 0; r < dp_; ++r) {
+      const auto begin = own.begin() + static_cast<std::ptrdiff_t>(first[r]);
+      const auto end = own.begin() + static_cast<std::ptrdiff_t>(first[r + 1]);
+      std::sort(begin, end, heavier_bytes);
+      for (auto it = begin; it != end; ++it) {
+        const auto p = static_cast<std::size_t>(*it);
+        place(p, r);
+        if (!completable(r) || load_[r] + band_fill(lo) > limit_) {
+          unplace(p);
+        }
+      }
+      // Too light to be completed near the limit: give up cheap packs, lightest bytes first.
+      for (auto it = end; it != begin;) {
+        --it;
+        const auto p = static_cast<std::size_t>(*it);
+        if (!completable(r) || load_[r] + band_fill(hi) >= limit_) {
+          break;
+        }
+        if (rank_of_[p] == static_cast<std::int32_t>(r) &&
+            cost_[p] < hi[static_cast<std::size_t>(level_[p])]) {
+          unplace(p);
+          if (!completable(r)) {
+            place(p, r);
+          }
+        }
+      }
+      const bool ok = completable(r); // recomputes deficit_ for the final pinned set
+      (void)ok;
+      commit_deficits();
+    }
+  }
+
+  // (2) Deals unpinned packs level by level, most constrained (lowest) first: a differencing
+  // step against expectations. Every rank's projected load is what it holds plus, for each level
+  // it still lacks, the mean unpinned pack of that level; within a level the heaviest pack goes
+  // to the eligible rank whose projection is furthest below the limit, the next heaviest to the
+  // next, and so on; ranks still eligible take another round.
+  void fill() {
+    std::vector<std::int32_t> pool;
+    for (std::size_t p = 0; p < n_; ++p) {
+      if (rank_of_[p] < 0) {
+        pool.push_back(static_cast<std::int32_t>(p));
+      }
+    }
+    std::sort(pool.begin(), pool.end(), [&](std::int32_t a, std::int32_t b) {
+      const auto ua = static_cast<std::size_t>(a);
+      const auto ub = static_cast<std::size_t>(b);
+      return std::tie(level_[ua], cost_[ub], a) < std::tie(level_[ub], cost_[ua], b);
+    });
+    // Mean unpinned cost per level; levels with no unpinned pack borrow the overall mean.
+    std::vector<std::int64_t> sum(k_, 0);
+    std::vector<std::int64_t> count(k_, 0);
+    std::int64_t all = 0;
+    for (const auto p : pool) {
+      sum[static_cast<std::size_t>(level_[static_cast<std::size_t>(p)])] += cost_[static_cast<std::size_t>(p)];
+      ++count[static_cast<std::size_t>(level_[static_cast<std::size_t>(p)])];
+      all += cost_[static_cast<std::size_t>(p)];
+    }
+    const std::int64_t overall = pool.empty() ? 0 : all / static_cast<std::int64_t>(pool.size());
+    std::vector<std::int64_t> mean(k_, overall);
+    for (std::size_t l = 0; l < k_; ++l) {
+      if (count[l] > 0) {
+        mean[l] = sum[l] / count[l];
+      }
+    }
+    // expected[r]: what rank r's free slots will add, one mean per missing level, scaled to its
+    // free slot count where ties let ranks hold a level twice.
+    std::vector<std::int64_t> expected(dp_, 0);
+    for (std::size_t r = 0; r < dp_; ++r) {
+      std::int64_t missing = 0;
+      std::int64_t e = 0;
+      for (std::size_t l = 0; l < k_; ++l) {
+        if (cnt_[r * k_ + l] == 0) {
+          ++missing;
+          e += mean[l];
+        }
+      }
+      const auto free_slots = static_cast<std::int64_t>(k_ - used_[r]);
+      expected[r] = missing == 0 ? free_slots * overall : e / missing * free_slots;
+    }
+    std::vector<std::size_t> eligible;
+    std::vector<std::int32_t> left;
+    std::vector<std::int32_t> stranded;
+    for (std::size_t begin = 0; begin < pool.size();) {
+      const std::int32_t level = level_[static_cast<std::size_t>(pool[begin])];
+      std::size_t end = begin;
+      while (end < pool.size() && level_[static_cast<std::size_t>(pool[end])] == level) {
+        ++end;
+      }
+      left.assign(pool.begin() + static_cast<std::ptrdiff_t>(begin),
+                  pool.begin() + static_cast<std::ptrdiff_t>(end));
+      const std::int64_t level_mean = mean[static_cast<std::size_t>(level)];
+      while (!left.empty()) {
+        eligible.clear();
+        for (std::size_t r = 0; r < dp_; ++r) {
+          if (used_[r] < k_ && level_room(r, level, -1)) {
+            eligible.push_back(r);
+          }
+        }
+        if (eligible.empty()) {
+          stranded.insert(stranded.end(), left.begin(), left.end());
+          break;
+        }
+        std::sort(eligible.begin(), eligible.end(), [&](std::size_t a, std::size_t b) {
+          const std::int64_t pa = load_[a] + expected[a];
+          const std::int64_t pb = load_[b] + expected[b];
+          return pa < pb || (pa == pb && a < b);
+        });
+        const std::size_t m = std::min(eligible.size(), left.size());
+        for (std::size_t i = 0; i < m; ++i) {
+          const std::size_t r = eligible[i];
+          place(static_cast<std::size_t>(left[i]), r);
+          expected[r] = std::max<std::int64_t>(0, expected[r] - level_mean);
+        }
+        left.erase(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(m));
+      }
+      begin = end;
+    }
+    // A pack no rank had level room for: take the first rank with a free slot and let the repair
+    // step fix the crowded level (rare: only when pins crowd a level despite the slack check).
+    for (const auto p32 : stranded) {
+      for (std::size_t r = 0; r < dp_; ++r) {
+        if (used_[r] < k_) {
+          place(static_cast<std::size_t>(p32), r);
+          break;
+        }
+      }
+    }
+  }
+
+  // (2a) Re-deal sweeps; then ranks still far below the limit (their unlocked packs are already
+  // the heaviest of their levels) unlock the home pack that weighs least per unit it can rise,
+  // and the sweeps run again, spreading the correction over every rank.
+  void balance_pool() {
+    for (std::int32_t round = 0; round <= tuning_.unlock_rounds; ++round) {
+      for (std::int32_t sweep = 0; sweep < tuning_.redeal_sweeps; ++sweep) {
+        if (!redeal()) {
+          break;
+        }
+      }
+      if (round == tuning_.unlock_rounds) {
+        break;
+      }
+      std::int64_t total_room = 0;
+      std::int64_t total_excess = 0;
+      for (std::size_t r = 0; r < dp_; ++r) {
+        total_room += std::max<std::int64_t>(0, limit_ - load_[r]);
+        total_excess += excess(r);
+      }
+      if (total_excess == 0) {
+        return;
+      }
+      // A rank is stuck when it holds a large share of all room.
+      const std::int64_t stuck = std::max<std::int64_t>(1, total_room / 64);
+      bool unlocked = false;
+      for (std::size_t r = 0; r < dp_; ++r) {
+        if (limit_ - load_[r] < stuck) {
+          continue;
+        }
+        std::size_t pick = n_;
+        for (std::size_t i = 0; i < used_[r]; ++i) {
+          const auto p = static_cast<std::size_t>(items_[r * k_ + i]);
+          if (locked_[p] != 0 && (pick == n_ || packs_[p].bytes < packs_[pick].bytes ||
+                                   (packs_[p].bytes == packs_[pick].bytes && p < pick))) {
+            pick = p;
+          }
+        }
+        if (pick < n_) {
+          locked_[pick] = 0;
+          unlocked = true;
+        }
+      }
+      if (!unlocked) {
+        return;
+      }
+    }
+  }
+
+  // (2b) Re-deals the unlocked packs of one level at a time: they leave their ranks and come
+  // back heaviest to the rank that is lightest without them. Pairing sorted against reverse-sorted
+  // minimises the largest sum (and maximises the smallest), so no sweep raises B; every rank
+  // gets back as many packs of that level as it gave, so levels stay valid. Returns whether
+  // anything moved.
+  bool redeal() {
+    // Away-from-home packs grouped by level (counting sort), each level's group in id order.
+    auto& start = redeal_start_;
+    auto& group = redeal_group_;
+    start.assign(k_ + 1, 0);
+    for (std::size_t p = 0; p < n_; ++p) {
+      if (locked_[p] == 0) {
+        ++start[static_cast<std::size_t>(level_[p]) + 1];
+      }
+    }
+    for (std::size_t l = 0; l < k_; ++l) {
+      start[l + 1] += start[l];
+    }
+    group.resize(start[k_]);
+    {
+      auto pos = start;
+      for (std::size_t p = 0; p < n_; ++p) {
+        if (locked_[p] == 0) {
+          group[pos[static_cast<std::size_t>(level_[p])]++] = static_cast<std::int32_t>(p);
+        }
+      }
+    }
+    bool changed = false;
+    auto& slots = redeal_slots_;
+    auto& heavy = redeal_heavy_;
+    for (std::size_t l = 0; l < k_; ++l) {
+      const std::size_t m = start[l + 1] - start[l];
+      if (m < 2) {
+        continue;
+      }
+      const std::int32_t* at = group.data() + start[l];
+      // Slot i: the rank of pack at[i], keyed by that rank's load without the pack.
+      slots.resize(m);
+      heavy.assign(at, at + m);
+      for (std::size_t i = 0; i < m; ++i) {
+        const auto p = static_cast<std::size_t>(at[i]);
+        slots[i] = {load_[static_cast<std::size_t>(rank_of_[p])] - cost_[p], rank_of_[p]};
+      }
+      std::sort(slots.begin(), slots.end());
+      std::sort(heavy.begin(), heavy.end(), [&](std::int32_t a, std::int32_t b) {
+        const auto ca = cost_[static_cast<std::size_t>(a)];
+        const auto cb = cost_[static_cast<std::size_t>(b)];
+        return ca > cb || (ca == cb && a < b);
+      });
+      // Move each pack into place by swapping it with whatever now occupies its target slot;
+      // every swap is within this level, so level counts never change.
+      for (std::size_t i = 0; i < m; ++i) {
+        const auto p = static_cast<std::size_t>(heavy[i]);
+        const auto target = static_cast<std::size_t>(slots[i].second);
+        if (static_cast<std::size_t>(rank_of_[p]) == target) {
+          continue;
+        }
+        // Find a not-yet-settled pack of this level on the target rank to trade with.
+        std::size_t q = n_;
+        for (std::size_t j = 0; j < used_[target]; ++j) {
+          const auto c = static_cast<std::size_t>(items_[target * k_ + j]);
+          if (level_[c] == static_cast<std::int32_t>(l) && locked_[c] == 0 && settled_[c] == 0) {
+            q = c;
+            break;
+          }
+        }
+        if (q == n_) {
+          continue;
+        }
+        swap_packs(p, q);
+        changed = true;
+        settled_[p] = 1;
+      }
+      for (std::size_t i = 0; i < m; ++i) {
+        settled_[static_cast<std::size_t>(at[i])] = 0;
+      }
+    }
+    return changed;
+  }
+
+  // Levels a rank breaks: the largest amount by which a prefix exceeds j + 1.
+  std::int32_t level_excess(std::size_t r) const {
+    std::int32_t prefix = 0;
+    std::int32_t worst = 0;
+    for (std::size_t j = 0; j < k_; ++j) {
+      prefix += cnt_[r * k_ + j];
+      worst = std::max(worst, prefix - static_cast<std::int32_t>(j) - 1);
+    }
+    return worst;
+  }
+
+  std::int64_t excess(std::size_t r) const { return std::max<std::int64_t>(0, load_[r] - limit_); }
+
+  // Moved-bytes change if x (on a) and y (on b) trade places.
+  std::int64_t swap_delta(std::size_t x, std::size_t a, std::size_t y, std::size_t b) const {
+    return away(x, b) - away(x, a) + away(y, a) - away(y, b);
+  }
+
+  // (3) Lowers every rank to the limit and fixes crowded levels. The worst rank goes first; its
+  // partner is sought among the ranks with the most room (every pair of their packs), then, if
+  // none fits, through the cost index across all ranks.
+  bool repair() {
+    const std::int64_t budget =
+        static_cast<std::int64_t>(n_) * tuning_.repair_swaps_per_pack + 16;
+    std::int64_t swaps = 0;
+    // Lazy max-heaps: entries whose key no longer matches the rank's state are skipped.
+    using entry = std::pair<std::int64_t, std::int64_t>; // (key, -rank)
+    std::priority_queue<entry> over;
+    room_heap_ = {};
+    for (std::size_t r = 0; r < dp_; ++r) {
+      const std::int64_t key = over_key(r);
+      if (key > 0) {
+        over.emplace(key, -static_cast<std::int64_t>(r));
+      }
+      if (load_[r] < limit_) {
+        room_heap_.emplace(limit_ - load_[r], -static_cast<std::int64_t>(r));
+      }
+    }
+    while (!over.empty()) {
+      const auto [key, neg] = over.top();
+      over.pop();
+      const auto r = static_cast<std::size_t>(-neg);
+      if (key != over_key(r)) {
+        continue; // stale; a fresh entry was pushed when the rank changed
+      }
+      if (++swaps > budget) {
+        return false;
+      }
+      std::size_t other = dp_;
+      if (!repair_step(r, other)) {
+        return false;
+      }
+      for (const std::size_t changed : {r, other}) {
+        const std::int64_t k2 = over_key(changed);
+        if (k2 > 0) {
+          over.emplace(k2, -static_cast<std::int64_t>(changed));
+        }
+        if (load_[changed] < limit_) {
+          room_heap_.emplace(limit_ - load_[changed], -static_cast<std::int64_t>(changed));
+        }
+      }
+    }
+    return true;
+  }
+
+  // Order of repair: crowded levels first (they block everything), then load excess.
+  std::int64_t over_key(std::size_t r) const {
+    const std::int64_t crowd = level_excess(r);
+    return crowd > 0 ? (std::int64_t{1} << 62) + crowd : excess(r);
+  }
+
+  // Up to `m` ranks other than `skip` with the most room, most first (ties: lower rank).
+  void roomiest(std::size_t m, std::size_t skip, std::vector<std::size_t>& out) {
+    out.clear();
+    std::vector<std::pair<std::int64_t, std::int64_t>>& kept = scratch_entries_;
+    kept.clear();
+    while (!room_heap_.empty() && out.size() < m) {
+      const auto e = room_heap_.top();
+      room_heap_.pop();
+      const auto r = static_cast<std::size_t>(-e.second);
+      if (e.first != limit_ - load_[r] || e.first <= 0) {
+        continue; // stale
+      }
+      if (!out.empty() && out.back() == r) {
+        continue; // duplicate entry
+      }
+      kept.push_back(e);
+      if (r != skip) {
+        out.push_back(r);
+      }
+    }
+    for (const auto& e : kept) {
+      room_heap_.push(e);
+    }
+  }
+
+  struct candidate {
+    std::int64_t full = 0;  // 1 when the swap ends r's excess without overloading the partner
+    std::int64_t gain = 0;  // excess removed from the system
+    std::int64_t delta = 0; // moved-bytes change
+    std::size_t x = 0, y = 0;
+  };
+
+  // Full fixes first, then least moved bytes, then most excess removed, then ids.
+  static bool better(const candidate& a, const candidate& b) {
+    return std::tie(b.full, a.delta, b.gain, a.x, a.y) < std::tie(a.full, b.delta, a.gain, b.x, b.y);
+  }
+
+  // One swap that lowers rank r's excess (levels first, then load). Sets `other` to the partner.
+  bool repair_step(std::size_t r, std::size_t& other) {
+    const std::int64_t exc = excess(r);
+    const bool crowded = level_excess(r) > 0;
+    // The lowest crowded level: a pack at or below it must leave for one above it.
+    std::int32_t crowded_level = -1;
+    if (crowded) {
+      std::int32_t prefix = 0;
+      for (std::size_t j = 0; j < k_; ++j) {
+        prefix += cnt_[r * k_ + j];
+        if (prefix > static_cast<std::int32_t>(j) + 1) {
+          crowded_level = static_cast<std::int32_t>(j);
+          break;
+        }
+      }
+    }
+    bool found = false;
+    candidate best;
+    const auto consider = [&](std::size_t x, std::size_t y) {
+      const auto s2 = static_cast<std::size_t>(rank_of_[y]);
+      if (s2 == r) {
+        return;
+      }
+      if (crowded ? (level_[x] > crowded_level || level_[y] <= crowded_level)
+                  : cost_[y] >= cost_[x]) {
+        return;
+      }
+      const std::int64_t d = cost_[x] - cost_[y];
+      const std::int64_t before = exc + excess(s2);
+      const std::int64_t after = std::max<std::int64_t>(0, load_[r] - d - limit_) +
+                                 std::max<std::int64_t>(0, load_[s2] + d - limit_);
+      if (!crowded && after >= before) {
+        return;
+      }
+      if (!level_room(s2, level_[x], level_[y])) {
+        return;
+      }
+      candidate c;
+      c.full = (load_[r] - d <= limit_ && load_[s2] + d <= limit_) ? 1 : 0;
+      c.gain = before - after;
+      c.delta = swap_delta(x, r, y, s2);
+      c.x = x;
+      c.y = y;
+      if (!found || better(c, best)) {
+        best = c;
+        found = true;
+      }
+    };
+    // Every pair of packs between r and the roomiest ranks.
+    roomiest(static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
+    for (const std::size_t s2 : scratch_ranks_) {
+      for (std::size_t i = 0; i < used_[r]; ++i) {
+        const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
+        for (std::size_t j = 0; j < used_[s2]; ++j) {
+          consider(x, static_cast<std::size_t>(items_[s2 * k_ + j]));
+        }
+      }
+    }
+#ifdef PACKSWAP_HF_DEBUG
+    ++dbg_steps_;
+    if (found) { ++dbg_pair_found_; dbg_pair_full_ += best.full; dbg_pair_free_ += best.delta <= 0; }
+#endif
+    if (!found || best.full == 0 || best.delta > 0) {
+      index_search(r, exc, crowded, consider);
+    }
+    if (!found) {
+      return false;
+    }
+    other = static_cast<std::size_t>(rank_of_[best.y]);
+    swap_packs(best.x, best.y);
+    return true;
+  }
+
+  // Partners for r's packs through the cost index: a full fix needs cost(y) <= cost(x) - exc;
+  // scan downward from there (growing difference), then upward toward cost(x) (partial fixes).
+  template <class Consider>
+  void index_search(std::size_t r, std::int64_t exc, bool crowded, Consider&& consider) {
+    std::int64_t max_room = 0;
+    if (!crowded) {
+      roomiest(1, dp_, scratch_ranks_);
+      max_room = scratch_ranks_.empty() ? 0 : limit_ - load_[scratch_ranks_[0]];
+    }
+    const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
+    for (std::size_t i = 0; i < used_[r]; ++i) {
+      const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
+      const std::int64_t want = cost_[x] - std::max<std::int64_t>(exc, 1);
+      const auto split = static_cast<std::size_t>(
+          std::upper_bound(sorted_cost_.begin(), sorted_cost_.end(), want) - sorted_cost_.begin());
+      // Where no rank holds fewer than l + 1 packs of level <= l (no slack), only packs of x's
+      // own level can trade places with it; the cost index holds each level contiguously. No
+      // rank can absorb more than the largest room, so larger differences are never useful
+      // (outside level repairs, which may overload a partner).
+      const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(level_[x])] == 0;
+      const std::int64_t reach = crowded ? cost_[x] : max_room;
+      for (std::size_t step = 0; step < limit && step < split; ++step) {
+        const auto y = static_cast<std::size_t>(by_cost_[split - 1 - step]);
+        if ((same_level_only && level_[y] != level_[x]) || cost_[x] - cost_[y] > reach) {
+          break;
+        }
+        consider(x, y);
+      }
+      const auto first_partial = std::max(
+          split, static_cast<std::size_t>(std::lower_bound(sorted_cost_.begin(), sorted_cost_.end(),
+                                                           cost_[x] - reach) -
+                                          sorted_cost_.begin()));
+      for (std::size_t i2 = first_partial, step = 0; i2 < n_ && step < limit / 2; ++i2, ++step) {
+        if (sorted_cost_[i2] >= cost_[x]) {
+          break;
+        }
+        consider(x, static_cast<std::size_t>(by_cost_[i2]));
+      }
+    }
+  }
+
+  // (4) For every pack away from home, swap it with a pack its home rank holds for somebody else
+  // when both loads stay within the limit, levels stay valid and fewer bytes move.
+  void bring_home() {
+    for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
+      bool changed = false;
+      for (std::size_t p = 0; p < n_; ++p) {
+        const auto r = static_cast<std::size_t>(rank_of_[p]);
+        const std::size_t h = src(p);
+        if (r == h) {
+          continue;
+        }
+        std::size_t best_q = n_;
+        std::int64_t best_delta = 0;
+        for (std::size_t i = 0; i < used_[h]; ++i) {
+          const auto q = static_cast<std::size_t>(items_[h * k_ + i]);
+          if (src(q) == h) {
+            continue; // q is home: trading it away gains nothing in general
+          }
+          const std::int64_t d = cost_[p] - cost_[q]; // load moving from r to h
+          if (load_[h] + d > limit_ || load_[r] - d > limit_) {
+            continue;
+          }
+          const std::int64_t delta = swap_delta(p, r, q, h);
+          if (delta >= best_delta) {
+            continue;
+          }
+          if (!level_room(h, level_[p], level_[q]) || !level_room(r, level_[q], level_[p])) {
+            continue;
+          }
+          best_delta = delta;
+          best_q = q;
+        }
+        if (best_q < n_) {
+          swap_packs(p, best_q);
+          changed = true;
+        }
+      }
+      if (!changed) {
+        break;
+      }
+    }
+  }
+
+  span<const pack_meta> packs_;
+  std::size_t dp_, k_, n_;
+  std::int64_t limit_;
+  tuning tuning_{};
+  std::vector<std::int32_t> node_; // node of every rank
+  std::int64_t inter_weight_ = 1;
+  std::vector<std::int32_t> level_;
+  std::vector<std::int64_t> cost_;
+  std::vector<std::int32_t> by_cost_;    // pack ids by ascending cost
+  std::vector<std::int64_t> sorted_cost_; // cost of by_cost_[i]
+  std::vector<std::int32_t> rank_of_, slot_, items_;
+  std::vector<std::size_t> used_;
+  std::vector<std::int64_t> load_;
+  std::vector<std::int32_t> cnt_;
+  std::vector<std::int64_t> slack_;      // per level, see the constructor
+  std::vector<std::int64_t> slack_used_; // per level, by the ranks pinned so far
+  std::vector<std::int64_t> deficit_;    // scratch for completable()
+  std::vector<std::int64_t> receive_;    // scratch for completable()
+  std::vector<std::size_t> redeal_start_;
+  std::vector<std::int32_t> redeal_group_, redeal_heavy_;
+  std::vector<std::pair<std::int64_t, std::int32_t>> redeal_slots_;
+  std::vector<char> settled_;
+  std::vector<char> locked_; // pinned home packs the re-deal leaves alone
+  std::vector<std::size_t> scratch_ranks_;
+#ifdef PACKSWAP_HF_DEBUG
+public:
+  std::int64_t dbg_steps_ = 0, dbg_pair_found_ = 0, dbg_pair_full_ = 0, dbg_pair_free_ = 0;
+private:
+#endif
+  std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
+  std::priority_queue<std::pair<std::int64_t, std::int64_t>> room_heap_; // (room, -rank), lazy
+};
+
+} // namespace packswap::detail
