@@ -1,11 +1,11 @@
 #pragma once
 
+#include "packswap/detail/sort.hpp"
 #include "packswap/detail/span.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <queue>
-#include <tuple>
 #include <vector>
 
 namespace packswap::detail {
@@ -14,8 +14,8 @@ namespace packswap::detail {
 ///
 /// `chunks` lists item ids chunk by chunk, `k` per chunk, each chunk ordered by value descending
 /// (ties by id ascending). The result gives every item a set in `[0, k)` such that each set takes
-/// exactly one item of every chunk; sets are numbered by final sum descending, ties by the id of
-/// their first item. Deterministic: every comparison is a strict total order.
+/// exactly one item of every chunk; sets are numbered by final sum descending. Deterministic:
+/// after each merge the sets are re-sorted stably, so ties keep an order fixed by the input.
 ///
 /// Guarantee: the final spread (largest minus smallest set sum) is at most the largest spread of
 /// one chunk, so the largest set is at most ceil(total / k) + that spread.
@@ -85,9 +85,7 @@ class karmarkar_karp {
       next_[static_cast<std::size_t>(a[i].tail)] = other.head;
       scratch_[i] = set{a[i].sum + other.sum, a[i].head, other.tail};
     }
-    std::sort(scratch_.begin(), scratch_.end(), [](const set& l, const set& r) {
-      return std::tie(r.sum, l.head) < std::tie(l.sum, r.head);
-    });
+    stable_sort_desc(scratch_.data(), k_, radix_scratch_, [](const set& v) { return v.sum; });
     std::copy(scratch_.begin(), scratch_.end(), a);
   }
 
@@ -96,6 +94,7 @@ class karmarkar_karp {
   std::vector<std::int32_t> next_;
   std::vector<set> sets_;
   std::vector<set> scratch_;
+  std::vector<set> radix_scratch_;
   std::size_t final_ = 0;
 };
 

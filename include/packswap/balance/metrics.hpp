@@ -86,6 +86,33 @@ inline std::int64_t lower_bound_b_sorted(span<const std::int64_t> sorted_desc, c
   return std::max((total + s.dp - 1) / s.dp, biggest_cell);
 }
 
+namespace detail {
+
+// LB_A and LB_B from `order` (pack ids by cost descending); no validation.
+inline void lower_bounds(span<const std::int64_t> costs, span<const std::int32_t> order,
+                         const shape& s, balance_metrics& m) {
+  std::int64_t sum_of_maxima = 0;
+  std::int64_t total = 0;
+  const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto c = costs[static_cast<std::size_t>(order[i])];
+    if (i % group == 0) {
+      sum_of_maxima += c;
+    }
+    total += c;
+  }
+  const std::int64_t avg = (total + s.dp - 1) / s.dp;
+  m.lb_a = s.mbs == 1 ? sum_of_maxima : std::max(sum_of_maxima, avg);
+  std::int64_t biggest_cell = order.empty() ? 0 : costs[static_cast<std::size_t>(order[0])];
+  for (std::int32_t k = 1; k < s.mbs; ++k) {
+    biggest_cell +=
+        costs[static_cast<std::size_t>(order[order.size() - static_cast<std::size_t>(k)])];
+  }
+  m.lb_b = std::max(avg, biggest_cell);
+}
+
+} // namespace detail
+
 /// A, LB_A, B and LB_B of assignment `a` for `costs`. Validates its inputs.
 inline balance_metrics measure_balance(span<const std::int64_t> costs, const assignment& a,
                                        const shape& s) {

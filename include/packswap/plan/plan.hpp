@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace packswap {
@@ -22,13 +23,25 @@ struct transfer {
   }
 };
 
-/// What every rank does at every micro-step, derived from an assignment.
+class plan;
+
+namespace detail {
+inline plan build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
+                       std::int32_t first_rank, std::int32_t last_rank);
+} // namespace detail
+
+/// What ranks do at every micro-step, derived from an assignment.
 ///
 /// For rank r and micro-step m: `compute(r, m)` lists the packs r computes (ascending pack id);
 /// `keep(r, m)` those among them that r's own loader produced (used in place, never copied);
 /// `receives(r, m)` the others, each with the rank it comes from; `sends(r, m)` the packs of r's
 /// loader that another rank computes at micro-step m. Send and receive lists are sorted by
 /// (peer, pack id), so both ends of every link list the same packs in the same order.
+///
+/// A plan holds the lists of a range of ranks, `[first_rank(), last_rank())`: all of them
+/// (`make_plan(packs, shape, a)`), or only the caller's (`make_plan(packs, shape, a, rank)`,
+/// which is all a rank needs and costs one linear scan). Asking for a rank outside the range
+/// throws `errc::invalid_argument`.
 ///
 /// A plan is immutable and owns its storage; the spans it returns live as long as the plan.
 class plan {
@@ -37,6 +50,10 @@ class plan {
 
   /// The batch shape this plan is for.
   const packswap::shape& batch_shape() const noexcept { return shape_; }
+  /// The first rank whose lists this plan holds.
+  std::int32_t first_rank() const noexcept { return first_; }
+  /// One past the last rank whose lists this plan holds.
+  std::int32_t last_rank() const noexcept { return last_; }
 
   span<const std::int32_t> compute(std::int32_t rank, std::int32_t step) const {
     return slice(compute_, compute_off_, rank, step);
@@ -49,6 +66,14 @@ class plan {
   }
   span<const transfer> receives(std::int32_t rank, std::int32_t step) const {
     return slice(recv_, recv_off_, rank, step);
+  }
+
+  /// Everything rank `rank` sends, micro-step by micro-step (each step's part sorted by (peer,
+  /// pack)).
+  span<const transfer> sends(std::int32_t rank) const { return rank_slice(send_, send_off_, rank); }
+  /// Everything rank `rank` receives, micro-step by micro-step.
+  span<const transfer> receives(std::int32_t rank) const {
+    return rank_slice(recv_, recv_off_, rank);
   }
 
   /// Bytes rank `rank` receives for micro-step `step`.
@@ -69,12 +94,16 @@ class plan {
     return sum;
   }
 
-  /// A digest of the whole plan, equal on every rank that computed the same plan.
+  /// A digest of the lists this plan holds (and of its shape and rank range): equal wherever the
+  /// same plan was built. To compare across ranks that each built only their own plan, digest
+  /// the assignment instead (`packswap::digest(const assignment&)`).
   std::uint64_t digest() const noexcept {
     detail::digest d;
     d.i64(shape_.dp);
     d.i64(shape_.ga);
     d.i64(shape_.mbs);
+    d.i64(first_);
+    d.i64(last_);
     for (const auto x : compute_) {
       d.i64(x);
     }
@@ -94,22 +123,38 @@ class plan {
     return d.value();
   }
 
-  friend plan make_plan(span<const pack_meta> packs, const shape& s, const assignment& a);
+  friend plan detail::build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
+                                 std::int32_t first_rank, std::int32_t last_rank);
 
  private:
   template <class T>
   span<const T> slice(const std::vector<T>& data, const std::vector<std::int64_t>& off,
                       std::int32_t rank, std::int32_t step) const {
-    PACKSWAP_EXPECTS(rank >= 0 && rank < shape_.dp && step >= 0 && step < shape_.ga,
-                     errc::invalid_argument,
-                     "(rank " << rank << ", micro-step " << step << ") is outside dp=" << shape_.dp
-                              << " ga=" << shape_.ga);
-    const auto c = static_cast<std::size_t>(rank) * static_cast<std::size_t>(shape_.ga) +
+    PACKSWAP_EXPECTS(
+        rank >= first_ && rank < last_ && step >= 0 && step < shape_.ga, errc::invalid_argument,
+        "(rank " << rank << ", micro-step " << step << ") is outside this plan: ranks [" << first_
+                 << ", " << last_ << "), ga=" << shape_.ga);
+    const auto c = static_cast<std::size_t>(rank - first_) * static_cast<std::size_t>(shape_.ga) +
                    static_cast<std::size_t>(step);
     return span<const T>(data.data() + off[c], static_cast<std::size_t>(off[c + 1] - off[c]));
   }
 
+  template <class T>
+  span<const T> rank_slice(const std::vector<T>& data, const std::vector<std::int64_t>& off,
+                           std::int32_t rank) const {
+    PACKSWAP_EXPECTS(rank >= first_ && rank < last_, errc::invalid_argument,
+                     "rank " << rank << " is outside this plan: ranks [" << first_ << ", " << last_
+                             << ")");
+    const auto first =
+        static_cast<std::size_t>(rank - first_) * static_cast<std::size_t>(shape_.ga);
+    const auto last = first + static_cast<std::size_t>(shape_.ga);
+    return span<const T>(data.data() + off[first],
+                         static_cast<std::size_t>(off[last] - off[first]));
+  }
+
   packswap::shape shape_{};
+  std::int32_t first_ = 0;
+  std::int32_t last_ = 0;
   std::vector<std::int64_t> compute_off_, keep_off_, send_off_, recv_off_;
   std::vector<std::int32_t> compute_, keep_;
   std::vector<transfer> send_, recv_;
@@ -129,80 +174,138 @@ inline void counts_to_offsets(std::vector<std::int64_t>& off) {
 
 } // namespace detail
 
-/// Derives the plan of assignment `a` for the batch `packs` of shape `s`. O(packs) plus sorting
-/// each cell's short transfer lists. Validates its inputs.
-inline plan make_plan(span<const pack_meta> packs, const shape& s, const assignment& a) {
-  validate_batch(packs, s);
-  validate_assignment(a, s);
+// The plan of a valid assignment for ranks [first_rank, last_rank); no validation (make_plan
+// validates, solve validated already). Linear: lists are filled in the order they must end up
+// in, so nothing is comparison-sorted.
+inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
+                               std::int32_t first_rank, std::int32_t last_rank) {
   plan out;
   out.shape_ = s;
-  const auto cells = static_cast<std::size_t>(s.cells());
+  out.first_ = first_rank;
+  out.last_ = last_rank;
+  const std::size_t n = packs.size();
+  const auto dp = static_cast<std::size_t>(s.dp);
   const auto ga = static_cast<std::size_t>(s.ga);
+  const auto cells = static_cast<std::size_t>(last_rank - first_rank) * ga;
+  const auto held = [&](std::int32_t r) { return r >= first_rank && r < last_rank; };
+  const auto local = [&](std::int32_t r, std::int32_t step) {
+    return static_cast<std::size_t>(r - first_rank) * ga + static_cast<std::size_t>(step);
+  };
   out.compute_off_.assign(cells + 1, 0);
   out.keep_off_.assign(cells + 1, 0);
   out.send_off_.assign(cells + 1, 0);
   out.recv_off_.assign(cells + 1, 0);
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    const auto to =
-        static_cast<std::size_t>(a[p].rank) * ga + static_cast<std::size_t>(a[p].micro_step);
-    ++out.compute_off_[to];
-    if (packs[p].source_rank == a[p].rank) {
-      ++out.keep_off_[to];
-    } else {
-      const auto from = static_cast<std::size_t>(packs[p].source_rank) * ga +
-                        static_cast<std::size_t>(a[p].micro_step);
-      ++out.send_off_[from];
-      ++out.recv_off_[to];
+  // Sends ordered by destination rank and receives by source rank: counting sorts, stable in id.
+  std::vector<std::int64_t> by_dst_off(dp + 1, 0);
+  std::vector<std::int64_t> by_src_off(dp + 1, 0);
+  std::size_t computed = 0;
+  std::size_t sends = 0;
+  std::size_t receives = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    const std::int32_t to = a[p].rank;
+    const std::int32_t from = packs[p].source_rank;
+    if (held(to)) {
+      ++out.compute_off_[local(to, a[p].micro_step)];
+      ++computed;
+      if (from == to) {
+        ++out.keep_off_[local(to, a[p].micro_step)];
+      } else {
+        ++out.recv_off_[local(to, a[p].micro_step)];
+        ++by_src_off[static_cast<std::size_t>(from)];
+        ++receives;
+      }
+    }
+    if (from != to && held(from)) {
+      ++out.send_off_[local(from, a[p].micro_step)];
+      ++by_dst_off[static_cast<std::size_t>(to)];
+      ++sends;
     }
   }
-  detail::counts_to_offsets(out.compute_off_);
-  detail::counts_to_offsets(out.keep_off_);
-  detail::counts_to_offsets(out.send_off_);
-  detail::counts_to_offsets(out.recv_off_);
-  out.compute_.resize(static_cast<std::size_t>(out.compute_off_[cells]));
+  counts_to_offsets(out.compute_off_);
+  counts_to_offsets(out.keep_off_);
+  counts_to_offsets(out.send_off_);
+  counts_to_offsets(out.recv_off_);
+  counts_to_offsets(by_dst_off);
+  counts_to_offsets(by_src_off);
+  out.compute_.resize(computed);
   out.keep_.resize(static_cast<std::size_t>(out.keep_off_[cells]));
-  out.send_.resize(static_cast<std::size_t>(out.send_off_[cells]));
-  out.recv_.resize(static_cast<std::size_t>(out.recv_off_[cells]));
-  std::vector<std::int64_t> c_pos(out.compute_off_.begin(), out.compute_off_.end() - 1);
-  std::vector<std::int64_t> k_pos(out.keep_off_.begin(), out.keep_off_.end() - 1);
-  std::vector<std::int64_t> s_pos(out.send_off_.begin(), out.send_off_.end() - 1);
-  std::vector<std::int64_t> r_pos(out.recv_off_.begin(), out.recv_off_.end() - 1);
-  // Packs are visited in id order, so every list below is filled in ascending pack id; the
-  // transfer lists then only need a stable sort by peer.
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    const auto id = static_cast<std::int32_t>(p);
-    const auto to =
-        static_cast<std::size_t>(a[p].rank) * ga + static_cast<std::size_t>(a[p].micro_step);
-    out.compute_[static_cast<std::size_t>(c_pos[to]++)] = id;
-    if (packs[p].source_rank == a[p].rank) {
-      out.keep_[static_cast<std::size_t>(k_pos[to]++)] = id;
-    } else {
-      const auto from = static_cast<std::size_t>(packs[p].source_rank) * ga +
-                        static_cast<std::size_t>(a[p].micro_step);
-      out.send_[static_cast<std::size_t>(s_pos[from]++)] = transfer{id, a[p].rank, packs[p].bytes};
-      out.recv_[static_cast<std::size_t>(r_pos[to]++)] =
-          transfer{id, packs[p].source_rank, packs[p].bytes};
+  out.send_.resize(sends);
+  out.recv_.resize(receives);
+  std::vector<std::int32_t> by_dst(sends);
+  std::vector<std::int32_t> by_src(receives);
+  {
+    std::vector<std::int64_t> c_pos(out.compute_off_.begin(), out.compute_off_.end() - 1);
+    std::vector<std::int64_t> k_pos(out.keep_off_.begin(), out.keep_off_.end() - 1);
+    for (std::size_t p = 0; p < n; ++p) {
+      const auto id = static_cast<std::int32_t>(p);
+      const std::int32_t to = a[p].rank;
+      const std::int32_t from = packs[p].source_rank;
+      if (held(to)) {
+        const auto c = local(to, a[p].micro_step);
+        out.compute_[static_cast<std::size_t>(c_pos[c]++)] = id;
+        if (from == to) {
+          out.keep_[static_cast<std::size_t>(k_pos[c]++)] = id;
+        } else {
+          by_src[static_cast<std::size_t>(by_src_off[static_cast<std::size_t>(from)]++)] = id;
+        }
+      }
+      if (from != to && held(from)) {
+        by_dst[static_cast<std::size_t>(by_dst_off[static_cast<std::size_t>(to)]++)] = id;
+      }
     }
   }
-  const auto by_peer = [](const transfer& x, const transfer& y) {
-    return std::tie(x.peer, x.pack) < std::tie(y.peer, y.pack);
-  };
-  for (std::size_t c = 0; c < cells; ++c) {
-    std::sort(out.send_.begin() + out.send_off_[c], out.send_.begin() + out.send_off_[c + 1],
-              by_peer);
-    std::sort(out.recv_.begin() + out.recv_off_[c], out.recv_.begin() + out.recv_off_[c + 1],
-              by_peer);
+  // Appending in destination order sorts every send list by (peer, pack); appending in source
+  // order sorts every receive list by (peer, pack).
+  std::vector<std::int64_t> pos(out.send_off_.begin(), out.send_off_.end() - 1);
+  for (const auto id : by_dst) {
+    const auto p = static_cast<std::size_t>(id);
+    out.send_[static_cast<std::size_t>(pos[local(packs[p].source_rank, a[p].micro_step)]++)] =
+        transfer{id, a[p].rank, packs[p].bytes};
+  }
+  pos.assign(out.recv_off_.begin(), out.recv_off_.end() - 1);
+  for (const auto id : by_src) {
+    const auto p = static_cast<std::size_t>(id);
+    out.recv_[static_cast<std::size_t>(pos[local(a[p].rank, a[p].micro_step)]++)] =
+        transfer{id, packs[p].source_rank, packs[p].bytes};
   }
   return out;
 }
 
-/// Relabels the micro-steps of `a` so that micro-step 0 is the one whose exchange is cheapest:
-/// the smallest largest-per-rank receive (the exchange of the first micro-step cannot hide behind
-/// compute), then the smallest total receive, then the lowest original index. The other
-/// micro-steps keep their relative order. A and B do not change. Validates its inputs.
-inline assignment order_micro_steps(span<const pack_meta> packs, const shape& s, assignment a) {
+/// Derives the plan of assignment `a` for the batch `packs` of shape `s`, for every rank.
+/// O(packs) plus O(dp); nothing is comparison-sorted. Validates its inputs.
+inline plan make_plan(span<const pack_meta> packs, const shape& s, const assignment& a) {
   validate_batch(packs, s);
   validate_assignment(a, s);
+  return detail::build_plan(packs, s, a, 0, s.dp);
+}
+
+/// The plan of rank `rank` alone: its compute, keep, send and receive lists. One linear scan of
+/// the batch; this is all a rank needs at run time. Validates its inputs.
+inline plan make_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
+                      std::int32_t rank) {
+  validate_batch(packs, s);
+  validate_assignment(a, s);
+  PACKSWAP_EXPECTS(rank >= 0 && rank < s.dp, errc::invalid_argument,
+                   "rank " << rank << " is outside dp=" << s.dp);
+  return detail::build_plan(packs, s, a, rank, rank + 1);
+}
+
+/// A digest of an assignment (and its length): equal on every rank that solved the same batch
+/// identically; ranks compare it to detect diverging plans.
+inline std::uint64_t digest(const assignment& a) noexcept {
+  detail::digest d;
+  d.u64(a.size());
+  for (const auto& c : a) {
+    d.i64(c.rank);
+    d.i64(c.micro_step);
+  }
+  return d.value();
+}
+
+namespace detail {
+
+// order_micro_steps without validation.
+inline assignment order_steps(span<const pack_meta> packs, const shape& s, assignment a) {
   const auto ga = static_cast<std::size_t>(s.ga);
   std::vector<std::int64_t> recv(static_cast<std::size_t>(s.cells()), 0);
   for (std::size_t p = 0; p < packs.size(); ++p) {
@@ -236,6 +339,18 @@ inline assignment order_micro_steps(span<const pack_meta> packs, const shape& s,
     }
   }
   return a;
+}
+
+} // namespace detail
+
+/// Relabels the micro-steps of `a` so that micro-step 0 is the one whose exchange is cheapest:
+/// the smallest largest-per-rank receive (the exchange of the first micro-step cannot hide behind
+/// compute), then the smallest total receive, then the lowest original index. The other
+/// micro-steps keep their relative order. A and B do not change. Validates its inputs.
+inline assignment order_micro_steps(span<const pack_meta> packs, const shape& s, assignment a) {
+  validate_batch(packs, s);
+  validate_assignment(a, s);
+  return detail::order_steps(packs, s, std::move(a));
 }
 
 } // namespace packswap

@@ -8,10 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <vector>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
+#include <vector>
 
 namespace packswap {
 
@@ -43,102 +43,109 @@ inline std::int64_t relax(std::int64_t x, std::int64_t ppm) {
 
 } // namespace detail
 
-/// The default stage-2 policy. See `refine()`.
+namespace detail {
+
+// Each rank's packs, sorted by cost descending (ties by id), fill micro-steps 0, 1, ...
+inline assignment deal_micro_steps(span<const pack_meta> packs, const shape& s,
+                                   const std::vector<std::int32_t>& rank_of) {
+  const auto k = static_cast<std::size_t>(s.packs_per_rank());
+  std::vector<std::int32_t> items(packs.size());
+  std::vector<std::size_t> used(static_cast<std::size_t>(s.dp), 0);
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    const auto r = static_cast<std::size_t>(rank_of[p]);
+    items[r * k + used[r]++] = static_cast<std::int32_t>(p);
+  }
+  assignment out(packs.size());
+  for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
+    const auto first = items.begin() + static_cast<std::ptrdiff_t>(r * k);
+    std::sort(first, first + static_cast<std::ptrdiff_t>(k), [&](std::int32_t a, std::int32_t b) {
+      const auto ca = packs[static_cast<std::size_t>(a)].cost;
+      const auto cb = packs[static_cast<std::size_t>(b)].cost;
+      return ca > cb || (ca == cb && a < b);
+    });
+    for (std::size_t j = 0; j < k; ++j) {
+      out[static_cast<std::size_t>(items[r * k + j])] =
+          cell{static_cast<std::int32_t>(r),
+               static_cast<std::int32_t>(j / static_cast<std::size_t>(s.mbs))};
+    }
+  }
+  return out;
+}
+
+inline std::int64_t weighted_bytes(span<const pack_meta> packs, const assignment& a,
+                                   const topology& topo) {
+  std::int64_t sum = 0;
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    sum += topo.weight(packs[p].source_rank, a[p].rank) * packs[p].bytes;
+  }
+  return sum;
+}
+
+// Stage 2 given `order` (pack ids by cost descending). No validation.
+inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int64_t> costs,
+                                span<const std::int32_t> order, const shape& s,
+                                const assignment& stage1, const refine_options& opt) {
+  const std::int64_t ppm = eps_ppm(opt.eps);
+  if (s.mbs != 1) {
+    return relabel_ranks(packs, s, stage1);
+  }
+  const auto loads = cell_loads(costs, stage1, s);
+  const std::int64_t limit = relax(step_time_b(loads, s), ppm);
+  // Micro-step maxima of stage 1, largest first: keeping every rank under these caps keeps A.
+  std::vector<std::int64_t> caps(static_cast<std::size_t>(s.ga), 0);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
+    for (std::size_t m = 0; m < static_cast<std::size_t>(s.ga); ++m) {
+      caps[m] = std::max(caps[m], loads[r * static_cast<std::size_t>(s.ga) + m]);
+    }
+  }
+  std::sort(caps.begin(), caps.end(), std::greater<>());
+  if (opt.mode == sync_mode::per_step) {
+    for (auto& c : caps) {
+      c = relax(c, ppm);
+    }
+  }
+  home_first engine(packs, s, opt.topology, caps, limit, order);
+  home_first::tuning wide;
+  home_first::tuning narrow;
+  narrow.band_low_permille = 350;
+  narrow.band_high_permille = 650;
+  // Stage 1 as it stands is always a valid answer: stage 2 must move fewer weighted bytes.
+  const std::int64_t stage1_bytes = weighted_bytes(packs, stage1, opt.topology);
+  for (const auto& t : {wide, narrow}) {
+    if (engine.run(t)) {
+      if (engine.weighted_moved() < stage1_bytes) {
+        return deal_micro_steps(packs, s, engine.ranks());
+      }
+      break;
+    }
+  }
+  // Only when the search fails: rename stage 1's ranks, keeping its balance exactly.
+  return relabel_ranks(packs, s, stage1);
+}
+
+} // namespace detail
+
+/// The default stage-2 policy: see `refine()`.
+///
+/// For mbs = 1 it runs the home-first search (`detail::home_first`): A stays within stage 1's
+/// micro-step maxima (so A == LB_A stays exact in `per_micro_step` mode), B within
+/// (1 + eps) * stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps.
+/// Should that search fail to meet the limits (it tries a second pinning band first), or move
+/// more than stage 1, the answer is stage 1 with its ranks renamed to keep the most bytes home
+/// (`relabel_ranks`), which never moves more than stage 1. For mbs > 1 it is that renaming.
 class refiner {
-public:
+ public:
   assignment operator()(span<const pack_meta> packs, const shape& s, const assignment& stage1,
                         const refine_options& opt) const {
     validate_batch(packs, s);
     validate_assignment(stage1, s);
     opt.topology.validate_for(s.dp);
-    const std::int64_t ppm = detail::eps_ppm(opt.eps);
-    assignment fallback = relabel_ranks(packs, s, stage1);
-    if (s.mbs != 1) {
-      return fallback;
-    }
     std::vector<std::int64_t> costs(packs.size());
     for (std::size_t p = 0; p < packs.size(); ++p) {
       costs[p] = packs[p].cost;
     }
-    const auto loads = cell_loads(costs, stage1, s);
-    const std::int64_t limit = detail::relax(step_time_b(loads, s), ppm);
-    // Micro-step maxima of stage 1, largest first: keeping every rank under these caps keeps A.
-    std::vector<std::int64_t> caps(static_cast<std::size_t>(s.ga), 0);
-    for (std::int32_t r = 0; r < s.dp; ++r) {
-      for (std::int32_t m = 0; m < s.ga; ++m) {
-        auto& c = caps[static_cast<std::size_t>(m)];
-        c = std::max(c, loads[static_cast<std::size_t>(r) * static_cast<std::size_t>(s.ga) +
-                              static_cast<std::size_t>(m)]);
-      }
-    }
-    std::sort(caps.begin(), caps.end(), std::greater<>());
-    if (opt.mode == sync_mode::per_step) {
-      for (auto& c : caps) {
-        c = detail::relax(c, ppm);
-      }
-    }
-    detail::home_first engine(packs, s, opt.topology, caps, limit);
-    std::int64_t best = weighted_bytes(packs, fallback, opt.topology);
-    std::vector<std::int32_t> best_ranks;
-    // The default attempt; a narrower pinning band only when it fails to meet the limits.
-    for (const auto& t : attempts()) {
-      if (engine.run(t)) {
-        const std::int64_t moved = engine.weighted_moved();
-        if (moved < best) {
-          best = moved;
-          best_ranks = engine.ranks();
-        }
-        break;
-      }
-    }
-    if (best_ranks.empty()) {
-      return fallback;
-    }
-    return deal_micro_steps(packs, s, best_ranks);
-  }
-
-private:
-  static std::vector<detail::home_first::tuning> attempts() {
-    detail::home_first::tuning wide;
-    detail::home_first::tuning narrow;
-    narrow.band_low_permille = 350;
-    narrow.band_high_permille = 650;
-    return {wide, narrow};
-  }
-
-  static std::int64_t weighted_bytes(span<const pack_meta> packs, const assignment& a,
-                                     const topology& topo) {
-    std::int64_t sum = 0;
-    for (std::size_t p = 0; p < packs.size(); ++p) {
-      sum += topo.weight(packs[p].source_rank, a[p].rank) * packs[p].bytes;
-    }
-    return sum;
-  }
-
-  // Each rank's packs, sorted by cost descending (ties by id), fill micro-steps 0, 1, ...
-  static assignment deal_micro_steps(span<const pack_meta> packs, const shape& s,
-                                     const std::vector<std::int32_t>& rank_of) {
-    const auto k = static_cast<std::size_t>(s.packs_per_rank());
-    std::vector<std::int32_t> items(packs.size());
-    std::vector<std::size_t> used(static_cast<std::size_t>(s.dp), 0);
-    for (std::size_t p = 0; p < packs.size(); ++p) {
-      const auto r = static_cast<std::size_t>(rank_of[p]);
-      items[r * k + used[r]++] = static_cast<std::int32_t>(p);
-    }
-    assignment out(packs.size());
-    for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
-      const auto first = items.begin() + static_cast<std::ptrdiff_t>(r * k);
-      std::sort(first, first + static_cast<std::ptrdiff_t>(k), [&](std::int32_t a, std::int32_t b) {
-        const auto ca = packs[static_cast<std::size_t>(a)].cost;
-        const auto cb = packs[static_cast<std::size_t>(b)].cost;
-        return ca > cb || (ca == cb && a < b);
-      });
-      for (std::size_t j = 0; j < k; ++j) {
-        out[static_cast<std::size_t>(items[r * k + j])] =
-            cell{static_cast<std::int32_t>(r), static_cast<std::int32_t>(j / static_cast<std::size_t>(s.mbs))};
-      }
-    }
-    return out;
+    const auto order = detail::order_desc(costs);
+    return detail::refine_sorted(packs, costs, order, s, stage1, opt);
   }
 };
 

@@ -5,9 +5,6 @@
 #include "packswap/refine/topology.hpp"
 
 #include <algorithm>
-#ifdef PACKSWAP_HF_DEBUG
-#include <cstdio>
-#endif
 #include <cstdint>
 #include <queue>
 #include <tuple>
@@ -31,7 +28,7 @@ namespace packswap::detail {
 /// moved bytes first; (4) bring packs home by swapping them with packs their home rank holds for
 /// others.
 class home_first {
-public:
+ public:
   /// Knobs of one attempt; the refiner tries a few and keeps the best feasible result.
   struct tuning {
     /// The pinning band, as per-mille quantiles of all costs: a rank with f free slots keeps
@@ -49,13 +46,14 @@ public:
     /// Sweeps of the re-deal step over all levels.
     std::int32_t redeal_sweeps = 2;
     /// Rounds in which ranks stuck far below the limit unlock one home pack each.
-    std::int32_t unlock_rounds = 2;
+    std::int32_t unlock_rounds = 4;
   };
 
+  /// `order` lists pack ids by cost descending (ties by id).
   home_first(span<const pack_meta> packs, const shape& s, const topology& topo,
-             span<const std::int64_t> caps, std::int64_t limit)
-      : packs_(packs), dp_(static_cast<std::size_t>(s.dp)),
-        k_(static_cast<std::size_t>(s.ga)), n_(packs.size()), limit_(limit) {
+             span<const std::int64_t> caps, std::int64_t limit, span<const std::int32_t> order)
+      : packs_(packs), dp_(static_cast<std::size_t>(s.dp)), k_(static_cast<std::size_t>(s.ga)),
+        n_(packs.size()), limit_(limit) {
     node_.resize(dp_);
     for (std::size_t r = 0; r < dp_; ++r) {
       node_[r] = topo.node(static_cast<std::int32_t>(r));
@@ -88,7 +86,7 @@ public:
         slack_[j] = static_cast<std::int64_t>(dp_) * static_cast<std::int64_t>(j + 1) - prefix;
       }
     }
-    by_cost_ = order_desc(cost_);
+    by_cost_.assign(order.begin(), order.end());
     std::reverse(by_cost_.begin(), by_cost_.end()); // ascending cost
     sorted_cost_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
@@ -101,33 +99,14 @@ public:
     tuning_ = t;
     reset();
     pin();
-#ifdef PACKSWAP_HF_DEBUG
-    { std::size_t pinned = 0; for (auto r : rank_of_) pinned += r >= 0; std::fprintf(stderr, "pinned %.3f\n", double(pinned) / n_); }
-#endif
     for (std::size_t p = 0; p < n_; ++p) {
       locked_[p] = rank_of_[p] >= 0 ? 1 : 0; // the pins
     }
     fill();
     balance_pool();
-#ifdef PACKSWAP_HF_DEBUG
-    { std::int64_t ex = 0, over = 0, crowd = 0; for (std::size_t r = 0; r < dp_; ++r) { ex += excess(r); over += excess(r) > 0; crowd += level_excess(r) > 0; }
-      std::vector<std::size_t> rr(dp_); for (std::size_t r = 0; r < dp_; ++r) rr[r] = r;
-      std::sort(rr.begin(), rr.end(), [&](std::size_t a, std::size_t b) { return load_[a] < load_[b]; });
-      for (int i = 0; i < 4; ++i) { std::size_t r = rr[i]; int home = 0; for (std::size_t j = 0; j < used_[r]; ++j) home += src(items_[r*k_+j]) == r;
-        std::fprintf(stderr, "  light rank %zu room %lld home %d\n", r, (long long)(limit_ - load_[r]), home); }
-      std::fprintf(stderr, "after fill: over %lld crowded %lld total excess %lld (limit %lld)\n", (long long)over, (long long)crowd, (long long)ex, (long long)limit_); }
-#endif
     if (!repair()) {
-#ifdef PACKSWAP_HF_DEBUG
-      { std::int64_t ex = 0, over = 0; for (std::size_t r = 0; r < dp_; ++r) { ex += excess(r); over += excess(r) > 0; }
-        std::fprintf(stderr, "repair failed: over %lld total excess %lld\n", (long long)over, (long long)ex); }
-#endif
       return false;
     }
-#ifdef PACKSWAP_HF_DEBUG
-    std::fprintf(stderr, "repair steps %lld pair found %lld full %lld free %lld\n", (long long)dbg_steps_, (long long)dbg_pair_found_, (long long)dbg_pair_full_, (long long)dbg_pair_free_);
-    dbg_steps_ = dbg_pair_found_ = dbg_pair_full_ = dbg_pair_free_ = 0;
-#endif
     bring_home();
     return true;
   }
@@ -144,7 +123,7 @@ public:
     return sum;
   }
 
-private:
+ private:
   // Weighted bytes of pack p when it is computed on rank r.
   std::int64_t away(std::size_t p, std::size_t r) const {
     const std::size_t h = src(p);
@@ -232,34 +211,47 @@ private:
   // level, so it can iff some non-decreasing count of received packs R(j) (packs of level <= j it
   // will receive) fits j + 1 - held(<= j) - slack(j) <= R(j) <= j + 1 - held(<= j) and ends at the
   // number of free slots. Takes the largest such R, which uses the least slack: writes the slack
-  // it uses per level into `deficit_` (and checks it against what other ranks left) and the packs
-  // it will receive per level into `receive_`.
-  bool completable(std::size_t r) {
-    deficit_.assign(k_, 0);
-    receive_.assign(k_, 0);
+  // it uses per level into `deficit_` (checking it against what other ranks left). When `lo` and
+  // `hi` are given, also returns in `fill_lo` / `fill_hi` what the free slots add if every
+  // received pack costs the per-level quantile `lo` / `hi`. No allocation: this runs for every
+  // pack of the batch.
+  template <bool Band = false>
+  bool completable(std::size_t r, const std::int64_t* lo = nullptr,
+                   const std::int64_t* hi = nullptr, std::int64_t* fill_lo = nullptr,
+                   std::int64_t* fill_hi = nullptr) {
+    std::int64_t* upper = deficit_.data();
+    const std::int32_t* c = &cnt_[r * k_];
     std::int64_t held = 0;
+    bool ok = true;
     for (std::size_t j = 0; j < k_; ++j) {
-      held += cnt_[r * k_ + j];
-      deficit_[j] = static_cast<std::int64_t>(j) + 1 - held; // upper bound of R(j)
-      if (deficit_[j] < 0) {
-        return false;
-      }
+      held += c[j];
+      upper[j] = static_cast<std::int64_t>(j) + 1 - held;
+      ok &= upper[j] >= 0;
     }
-    std::int64_t next = deficit_[k_ - 1];
+    if (!ok) {
+      return false;
+    }
+    std::int64_t next = upper[k_ - 1];
+    std::int64_t sum_lo = 0;
+    std::int64_t sum_hi = 0;
     for (std::size_t j = k_; j-- > 0;) {
-      const std::int64_t upper = deficit_[j];
-      const std::int64_t received = std::min(upper, next);
-      deficit_[j] = upper - received;
-      receive_[j] = received; // R(j) for now; differenced below
-      if (slack_used_[j] + deficit_[j] > slack_[j]) {
-        return false;
+      const std::int64_t received = std::min(upper[j], next); // R(j)
+      upper[j] -= received;                                   // now the slack used at j
+      ok &= slack_used_[j] + upper[j] <= slack_[j];
+      if constexpr (Band) {
+        // R(j + 1) - R(j) packs of level j + 1 are received.
+        if (j + 1 < k_) {
+          sum_lo += (next - received) * lo[j + 1];
+          sum_hi += (next - received) * hi[j + 1];
+        }
       }
       next = received;
     }
-    for (std::size_t j = k_; j-- > 1;) {
-      receive_[j] -= receive_[j - 1];
+    if constexpr (Band) {
+      *fill_lo = sum_lo + next * lo[0];
+      *fill_hi = sum_hi + next * hi[0];
     }
-    return true;
+    return ok;
   }
 
   void commit_deficits() {
@@ -275,23 +267,14 @@ private:
     while (begin < n_) {
       const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[begin])]);
       std::size_t end = begin;
-      while (end < n_ && static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[end])]) == l) {
+      while (end < n_ &&
+             static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[end])]) == l) {
         ++end;
       }
       q[l] = sorted_cost_[begin + (end - begin - 1) * static_cast<std::size_t>(permille) / 1000];
       begin = end;
     }
     return q;
-  }
-
-  // What the free slots of rank r will add at least / at most, per the band quantiles, given the
-  // packs per level it will receive (`receive_`, from `completable`).
-  std::int64_t band_fill(const std::vector<std::int64_t>& q) const {
-    std::int64_t sum = 0;
-    for (std::size_t j = 0; j < k_; ++j) {
-      sum += receive_[j] * q[j];
-    }
-    return sum;
   }
 
   // (1) Keep own packs, largest weighted bytes first, while the rank can still be completed and
@@ -303,6 +286,7 @@ private:
     const auto lo = level_quantile(tuning_.band_low_permille);
     const auto hi = level_quantile(tuning_.band_high_permille);
     slack_used_.assign(k_, 0);
+    deficit_.assign(k_, 0);
     std::vector<std::int32_t> own(n_);
     std::vector<std::size_t> first(dp_ + 1, 0);
     for (std::size_t p = 0; p < n_; ++p) {
@@ -322,35 +306,81 @@ private:
       const auto wb = packs_[static_cast<std::size_t>(b)].bytes;
       return wa > wb || (wa == wb && a < b);
     };
+    // While a rank holds at most one pack per level it uses no slack, is completable, and its
+    // free slots receive one pack of each level it lacks: an O(1) check with band sums kept up
+    // to date. Only ranks holding two packs of a level need the general check.
+    std::int64_t all_lo = 0;
+    std::int64_t all_hi = 0;
+    for (std::size_t j = 0; j < k_; ++j) {
+      all_lo += lo[j];
+      all_hi += hi[j];
+    }
+    std::int64_t fill_lo = 0;
+    std::int64_t fill_hi = 0;
     for (std::size_t r = 0; r < dp_; ++r) {
       const auto begin = own.begin() + static_cast<std::ptrdiff_t>(first[r]);
       const auto end = own.begin() + static_cast<std::ptrdiff_t>(first[r + 1]);
       std::sort(begin, end, heavier_bytes);
+      std::int64_t missing_lo = all_lo;
+      std::int64_t missing_hi = all_hi;
+      std::int32_t doubled = 0; // levels where r holds two or more packs
+      const auto add = [&](std::size_t p) {
+        const auto l = static_cast<std::size_t>(level_[p]);
+        if (cnt_[r * k_ + l] == 0) {
+          missing_lo -= lo[l];
+          missing_hi -= hi[l];
+        } else if (cnt_[r * k_ + l] == 1) {
+          ++doubled;
+        }
+        place(p, r);
+      };
+      const auto remove = [&](std::size_t p) {
+        unplace(p);
+        const auto l = static_cast<std::size_t>(level_[p]);
+        if (cnt_[r * k_ + l] == 0) {
+          missing_lo += lo[l];
+          missing_hi += hi[l];
+        } else if (cnt_[r * k_ + l] == 1) {
+          --doubled;
+        }
+      };
+      const auto evaluate = [&]() {
+        if (doubled != 0) {
+          return completable<true>(r, lo.data(), hi.data(), &fill_lo, &fill_hi);
+        }
+        fill_lo = missing_lo;
+        fill_hi = missing_hi;
+        return true;
+      };
       for (auto it = begin; it != end; ++it) {
         const auto p = static_cast<std::size_t>(*it);
-        place(p, r);
-        if (!completable(r) || load_[r] + band_fill(lo) > limit_) {
-          unplace(p);
+        if (load_[r] + cost_[p] > limit_) {
+          continue;
+        }
+        add(p);
+        if (!evaluate() || load_[r] + fill_lo > limit_) {
+          remove(p);
         }
       }
       // Too light to be completed near the limit: give up cheap packs, lightest bytes first.
-      for (auto it = end; it != begin;) {
+      bool fits = evaluate();
+      for (auto it = end; it != begin && fits && load_[r] + fill_hi < limit_;) {
         --it;
         const auto p = static_cast<std::size_t>(*it);
-        if (!completable(r) || load_[r] + band_fill(hi) >= limit_) {
-          break;
-        }
         if (rank_of_[p] == static_cast<std::int32_t>(r) &&
             cost_[p] < hi[static_cast<std::size_t>(level_[p])]) {
-          unplace(p);
-          if (!completable(r)) {
-            place(p, r);
+          remove(p);
+          if (doubled != 0 && !completable(r)) {
+            add(p);
           }
+          fits = evaluate();
         }
       }
-      const bool ok = completable(r); // recomputes deficit_ for the final pinned set
-      (void)ok;
-      commit_deficits();
+      if (doubled != 0) {
+        const bool ok = completable(r); // recomputes deficit_ for the final pinned set
+        (void)ok;
+        commit_deficits();
+      }
     }
   }
 
@@ -376,7 +406,8 @@ private:
     std::vector<std::int64_t> count(k_, 0);
     std::int64_t all = 0;
     for (const auto p : pool) {
-      sum[static_cast<std::size_t>(level_[static_cast<std::size_t>(p)])] += cost_[static_cast<std::size_t>(p)];
+      sum[static_cast<std::size_t>(level_[static_cast<std::size_t>(p)])] +=
+          cost_[static_cast<std::size_t>(p)];
       ++count[static_cast<std::size_t>(level_[static_cast<std::size_t>(p)])];
       all += cost_[static_cast<std::size_t>(p)];
     }
@@ -452,10 +483,14 @@ private:
     }
   }
 
-  // (2a) Re-deal sweeps; then ranks still far below the limit (their unlocked packs are already
-  // the heaviest of their levels) unlock the home pack that weighs least per unit it can rise,
-  // and the sweeps run again, spreading the correction over every rank.
+  // (2a) Re-deal sweeps; then ranks still far from the limit unlock one pinned home pack each and
+  // the sweeps run again, spreading the correction over every rank. A rank far below the limit
+  // (its unlocked packs are already the heaviest of their levels) unlocks the pack that could
+  // rise most per byte, up to the heaviest unlocked pack of its level; a rank far above it the
+  // pack that could fall most per byte, down to the lightest.
   void balance_pool() {
+    std::vector<std::int64_t> heaviest(k_);
+    std::vector<std::int64_t> lightest(k_);
     for (std::int32_t round = 0; round <= tuning_.unlock_rounds; ++round) {
       for (std::int32_t sweep = 0; sweep < tuning_.redeal_sweeps; ++sweep) {
         if (!redeal()) {
@@ -474,19 +509,44 @@ private:
       if (total_excess == 0) {
         return;
       }
-      // A rank is stuck when it holds a large share of all room.
-      const std::int64_t stuck = std::max<std::int64_t>(1, total_room / 64);
+      std::fill(heaviest.begin(), heaviest.end(), -1);
+      std::fill(lightest.begin(), lightest.end(), -1);
+      for (std::size_t p = 0; p < n_; ++p) {
+        if (locked_[p] == 0) {
+          const auto l = static_cast<std::size_t>(level_[p]);
+          heaviest[l] = std::max(heaviest[l], cost_[p]);
+          lightest[l] = lightest[l] < 0 ? cost_[p] : std::min(lightest[l], cost_[p]);
+        }
+      }
+      // Far: a rank holding more than its share of all room, or above the limit by more than
+      // the typical room of a rank.
+      const std::int64_t far_below = std::max<std::int64_t>(1, total_room / 64);
+      const std::int64_t far_above =
+          std::max<std::int64_t>(1, total_room / static_cast<std::int64_t>(dp_));
       bool unlocked = false;
       for (std::size_t r = 0; r < dp_; ++r) {
-        if (limit_ - load_[r] < stuck) {
+        const bool low = limit_ - load_[r] >= far_below;
+        const bool high = load_[r] - limit_ >= far_above;
+        if (!low && !high) {
           continue;
         }
         std::size_t pick = n_;
+        long double pick_leverage = 0;
         for (std::size_t i = 0; i < used_[r]; ++i) {
           const auto p = static_cast<std::size_t>(items_[r * k_ + i]);
-          if (locked_[p] != 0 && (pick == n_ || packs_[p].bytes < packs_[pick].bytes ||
-                                   (packs_[p].bytes == packs_[pick].bytes && p < pick))) {
+          const auto l = static_cast<std::size_t>(level_[p]);
+          if (locked_[p] == 0 || heaviest[l] < 0) {
+            continue;
+          }
+          const std::int64_t swing = low ? heaviest[l] - cost_[p] : cost_[p] - lightest[l];
+          if (swing <= 0) {
+            continue;
+          }
+          const long double leverage =
+              static_cast<long double>(swing) / static_cast<long double>(packs_[p].bytes + 1);
+          if (pick == n_ || leverage > pick_leverage) {
             pick = p;
+            pick_leverage = leverage;
           }
         }
         if (pick < n_) {
@@ -506,7 +566,8 @@ private:
   // gets back as many packs of that level as it gave, so levels stay valid. Returns whether
   // anything moved.
   bool redeal() {
-    // Away-from-home packs grouped by level (counting sort), each level's group in id order.
+    // Unlocked packs grouped by level (counting sort over the cost index, walked from the top),
+    // so each level's group comes out by cost descending, ties by id.
     auto& start = redeal_start_;
     auto& group = redeal_group_;
     start.assign(k_ + 1, 0);
@@ -521,7 +582,8 @@ private:
     group.resize(start[k_]);
     {
       auto pos = start;
-      for (std::size_t p = 0; p < n_; ++p) {
+      for (std::size_t i = n_; i-- > 0;) {
+        const auto p = static_cast<std::size_t>(by_cost_[i]);
         if (locked_[p] == 0) {
           group[pos[static_cast<std::size_t>(level_[p])]++] = static_cast<std::int32_t>(p);
         }
@@ -529,7 +591,6 @@ private:
     }
     bool changed = false;
     auto& slots = redeal_slots_;
-    auto& heavy = redeal_heavy_;
     for (std::size_t l = 0; l < k_; ++l) {
       const std::size_t m = start[l + 1] - start[l];
       if (m < 2) {
@@ -538,23 +599,19 @@ private:
       const std::int32_t* at = group.data() + start[l];
       // Slot i: the rank of pack at[i], keyed by that rank's load without the pack.
       slots.resize(m);
-      heavy.assign(at, at + m);
+      const std::int32_t* heavy = at; // by cost descending
       for (std::size_t i = 0; i < m; ++i) {
         const auto p = static_cast<std::size_t>(at[i]);
         slots[i] = {load_[static_cast<std::size_t>(rank_of_[p])] - cost_[p], rank_of_[p]};
       }
       std::sort(slots.begin(), slots.end());
-      std::sort(heavy.begin(), heavy.end(), [&](std::int32_t a, std::int32_t b) {
-        const auto ca = cost_[static_cast<std::size_t>(a)];
-        const auto cb = cost_[static_cast<std::size_t>(b)];
-        return ca > cb || (ca == cb && a < b);
-      });
       // Move each pack into place by swapping it with whatever now occupies its target slot;
       // every swap is within this level, so level counts never change.
       for (std::size_t i = 0; i < m; ++i) {
         const auto p = static_cast<std::size_t>(heavy[i]);
         const auto target = static_cast<std::size_t>(slots[i].second);
         if (static_cast<std::size_t>(rank_of_[p]) == target) {
+          settled_[p] = 1; // already in place; must not be traded away below
           continue;
         }
         // Find a not-yet-settled pack of this level on the target rank to trade with.
@@ -602,8 +659,7 @@ private:
   // partner is sought among the ranks with the most room (every pair of their packs), then, if
   // none fits, through the cost index across all ranks.
   bool repair() {
-    const std::int64_t budget =
-        static_cast<std::int64_t>(n_) * tuning_.repair_swaps_per_pack + 16;
+    const std::int64_t budget = static_cast<std::int64_t>(n_) * tuning_.repair_swaps_per_pack + 16;
     std::int64_t swaps = 0;
     // Lazy max-heaps: entries whose key no longer matches the rank's state are skipped.
     using entry = std::pair<std::int64_t, std::int64_t>; // (key, -rank)
@@ -685,7 +741,8 @@ private:
 
   // Full fixes first, then least moved bytes, then most excess removed, then ids.
   static bool better(const candidate& a, const candidate& b) {
-    return std::tie(b.full, a.delta, b.gain, a.x, a.y) < std::tie(a.full, b.delta, a.gain, b.x, b.y);
+    return std::tie(b.full, a.delta, b.gain, a.x, a.y) <
+           std::tie(a.full, b.delta, a.gain, b.x, b.y);
   }
 
   // One swap that lowers rank r's excess (levels first, then load). Sets `other` to the partner.
@@ -746,10 +803,6 @@ private:
         }
       }
     }
-#ifdef PACKSWAP_HF_DEBUG
-    ++dbg_steps_;
-    if (found) { ++dbg_pair_found_; dbg_pair_full_ += best.full; dbg_pair_free_ += best.delta <= 0; }
-#endif
     if (!found || best.full == 0 || best.delta > 0) {
       index_search(r, exc, crowded, consider);
     }
@@ -790,9 +843,9 @@ private:
         consider(x, y);
       }
       const auto first_partial = std::max(
-          split, static_cast<std::size_t>(std::lower_bound(sorted_cost_.begin(), sorted_cost_.end(),
-                                                           cost_[x] - reach) -
-                                          sorted_cost_.begin()));
+          split, static_cast<std::size_t>(
+                     std::lower_bound(sorted_cost_.begin(), sorted_cost_.end(), cost_[x] - reach) -
+                     sorted_cost_.begin()));
       for (std::size_t i2 = first_partial, step = 0; i2 < n_ && step < limit / 2; ++i2, ++step) {
         if (sorted_cost_[i2] >= cost_[x]) {
           break;
@@ -853,7 +906,7 @@ private:
   std::int64_t inter_weight_ = 1;
   std::vector<std::int32_t> level_;
   std::vector<std::int64_t> cost_;
-  std::vector<std::int32_t> by_cost_;    // pack ids by ascending cost
+  std::vector<std::int32_t> by_cost_;     // pack ids by ascending cost
   std::vector<std::int64_t> sorted_cost_; // cost of by_cost_[i]
   std::vector<std::int32_t> rank_of_, slot_, items_;
   std::vector<std::size_t> used_;
@@ -862,18 +915,12 @@ private:
   std::vector<std::int64_t> slack_;      // per level, see the constructor
   std::vector<std::int64_t> slack_used_; // per level, by the ranks pinned so far
   std::vector<std::int64_t> deficit_;    // scratch for completable()
-  std::vector<std::int64_t> receive_;    // scratch for completable()
   std::vector<std::size_t> redeal_start_;
-  std::vector<std::int32_t> redeal_group_, redeal_heavy_;
+  std::vector<std::int32_t> redeal_group_;
   std::vector<std::pair<std::int64_t, std::int32_t>> redeal_slots_;
   std::vector<char> settled_;
   std::vector<char> locked_; // pinned home packs the re-deal leaves alone
   std::vector<std::size_t> scratch_ranks_;
-#ifdef PACKSWAP_HF_DEBUG
-public:
-  std::int64_t dbg_steps_ = 0, dbg_pair_found_ = 0, dbg_pair_full_ = 0, dbg_pair_free_ = 0;
-private:
-#endif
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   std::priority_queue<std::pair<std::int64_t, std::int64_t>> room_heap_; // (room, -rank), lazy
 };
