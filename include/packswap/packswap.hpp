@@ -11,6 +11,7 @@
 #include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
 #include "packswap/plan/plan.hpp"
+#include "packswap/plan/verify.hpp"
 #include "packswap/refine/movement.hpp"
 #include "packswap/refine/refine.hpp"
 #include "packswap/refine/relabel.hpp"

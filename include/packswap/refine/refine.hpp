@@ -2,6 +2,7 @@
 
 #include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/refine/detail/cell_swaps.hpp"
 #include "packswap/refine/detail/home_first.hpp"
 #include "packswap/refine/relabel.hpp"
 #include "packswap/refine/topology.hpp"
@@ -86,24 +87,28 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
                                 span<const std::int32_t> order, const shape& s,
                                 const assignment& stage1, const refine_options& opt) {
   const std::int64_t ppm = eps_ppm(opt.eps);
-  if (s.mbs != 1) {
-    return relabel_ranks(packs, s, stage1);
-  }
   const auto loads = cell_loads(costs, stage1, s);
   const std::int64_t limit = relax(step_time_b(loads, s), ppm);
-  // Micro-step maxima of stage 1, largest first: keeping every rank under these caps keeps A.
+  // Micro-step maxima of stage 1: keeping every cell under its micro-step's cap keeps A (in
+  // per_step mode A may grow by eps too, so the caps do).
   std::vector<std::int64_t> caps(static_cast<std::size_t>(s.ga), 0);
   for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
     for (std::size_t m = 0; m < static_cast<std::size_t>(s.ga); ++m) {
       caps[m] = std::max(caps[m], loads[r * static_cast<std::size_t>(s.ga) + m]);
     }
   }
-  std::sort(caps.begin(), caps.end(), std::greater<>());
   if (opt.mode == sync_mode::per_step) {
     for (auto& c : caps) {
       c = relax(c, ppm);
     }
   }
+  if (s.mbs != 1) {
+    // Cells of several packs: rename ranks, then bring packs home under the cell caps.
+    assignment a = relabel_ranks(packs, s, stage1);
+    bring_home_cells(packs, s, opt.topology, caps, limit, a, 2);
+    return a;
+  }
+  std::sort(caps.begin(), caps.end(), std::greater<>());
   home_first engine(packs, s, opt.topology, caps, limit, order);
   home_first::tuning wide;
   home_first::tuning narrow;
@@ -132,7 +137,9 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// (1 + eps) * stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps.
 /// Should that search fail to meet the limits (it tries a second pinning band first), or move
 /// more than stage 1, the answer is stage 1 with its ranks renamed to keep the most bytes home
-/// (`relabel_ranks`), which never moves more than stage 1. For mbs > 1 it is that renaming.
+/// (`relabel_ranks`), which never moves more than stage 1. For mbs > 1 it is that renaming
+/// followed by swaps that bring packs home while every cell stays within its micro-step's
+/// stage-1 maximum and every rank within the B limit.
 class refiner {
  public:
   assignment operator()(span<const pack_meta> packs, const shape& s, const assignment& stage1,

@@ -11,9 +11,10 @@
 namespace packswap {
 
 /// Renames the ranks of `a` (whole columns move together, so A and B do not change) to keep as
-/// many weighted bytes on their source rank as a greedy matching finds: column/rank pairs are
-/// taken in order of the bytes they would keep, largest first (ties: lower column, then lower
-/// rank), each column and rank used once. O(N log N). Validates its inputs.
+/// many bytes on their source rank as a greedy matching finds: column/rank pairs are taken in
+/// order of the bytes they would keep, largest first (ties: lower column, then lower rank), each
+/// column and rank used once. Returns `a` unchanged when the greedy renaming would keep fewer
+/// bytes home than the names `a` already has. O(N log N). Validates its inputs.
 inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, assignment a) {
   validate_batch(packs, s);
   validate_assignment(a, s);
@@ -61,6 +62,17 @@ inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, ass
       target = static_cast<std::int32_t>(next_free);
       rank_taken[next_free] = 1;
     }
+  }
+  std::int64_t kept_before = 0;
+  std::int64_t kept_after = 0;
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    kept_before += a[p].rank == packs[p].source_rank ? packs[p].bytes : 0;
+    kept_after += rank_of_column[static_cast<std::size_t>(a[p].rank)] == packs[p].source_rank
+                      ? packs[p].bytes
+                      : 0;
+  }
+  if (kept_after < kept_before) {
+    return a;
   }
   for (auto& c : a) {
     c.rank = rank_of_column[static_cast<std::size_t>(c.rank)];

@@ -47,6 +47,8 @@ class home_first {
     std::int32_t redeal_sweeps = 2;
     /// Rounds in which ranks stuck far below the limit unlock one home pack each.
     std::int32_t unlock_rounds = 4;
+    /// Times a rank the repair cannot fix gives up all its pins before the attempt fails.
+    std::int32_t stuck_rounds = 4;
   };
 
   /// `order` lists pack ids by cost descending (ties by id).
@@ -59,6 +61,26 @@ class home_first {
       node_[r] = topo.node(static_cast<std::int32_t>(r));
     }
     inter_weight_ = topo.inter_node_weight();
+    // Ranks grouped by node (counting sort), for the bring-home step.
+    std::int32_t nodes = 0;
+    for (const auto nd : node_) {
+      nodes = std::max(nodes, nd + 1);
+    }
+    multi_node_ = nodes > 1;
+    node_start_.assign(static_cast<std::size_t>(nodes) + 1, 0);
+    for (const auto nd : node_) {
+      ++node_start_[static_cast<std::size_t>(nd) + 1];
+    }
+    for (std::size_t i = 0; i + 1 < node_start_.size(); ++i) {
+      node_start_[i + 1] += node_start_[i];
+    }
+    node_ranks_.resize(dp_);
+    {
+      auto pos = node_start_;
+      for (std::size_t r = 0; r < dp_; ++r) {
+        node_ranks_[pos[static_cast<std::size_t>(node_[r])]++] = r;
+      }
+    }
     level_.resize(n_);
     cost_.resize(n_);
     for (std::size_t p = 0; p < n_; ++p) {
@@ -103,8 +125,24 @@ class home_first {
       locked_[p] = rank_of_[p] >= 0 ? 1 : 0; // the pins
     }
     fill();
-    balance_pool();
-    if (!repair()) {
+    // When the repair gets stuck on a rank (typically the one holding a giant pack, which needs
+    // the lightest pack of every level), that rank's pins go and the pool is balanced again: the
+    // re-deal hands the heaviest rank the lightest packs.
+    bool repaired = false;
+    for (std::int32_t round = 0; round <= tuning_.stuck_rounds && !repaired; ++round) {
+      balance_pool();
+      std::size_t stuck = dp_;
+      repaired = repair(stuck);
+      if (!repaired) {
+        if (stuck == dp_) {
+          return false; // out of swaps: give up
+        }
+        for (std::size_t i = 0; i < used_[stuck]; ++i) {
+          locked_[static_cast<std::size_t>(items_[stuck * k_ + i])] = 0;
+        }
+      }
+    }
+    if (!repaired) {
       return false;
     }
     bring_home();
@@ -658,7 +696,8 @@ class home_first {
   // (3) Lowers every rank to the limit and fixes crowded levels. The worst rank goes first; its
   // partner is sought among the ranks with the most room (every pair of their packs), then, if
   // none fits, through the cost index across all ranks.
-  bool repair() {
+  // Returns false when out of swaps (`stuck` stays dp) or when no swap helps rank `stuck`.
+  bool repair(std::size_t& stuck) {
     const std::int64_t budget = static_cast<std::int64_t>(n_) * tuning_.repair_swaps_per_pack + 16;
     std::int64_t swaps = 0;
     // Lazy max-heaps: entries whose key no longer matches the rank's state are skipped.
@@ -686,6 +725,7 @@ class home_first {
       }
       std::size_t other = dp_;
       if (!repair_step(r, other)) {
+        stuck = r;
         return false;
       }
       for (const std::size_t changed : {r, other}) {
@@ -856,7 +896,9 @@ class home_first {
   }
 
   // (4) For every pack away from home, swap it with a pack its home rank holds for somebody else
-  // when both loads stay within the limit, levels stay valid and fewer bytes move.
+  // when both loads stay within the limit, levels stay valid and fewer weighted bytes move. With
+  // several nodes, ranks on the home node are tried too: a pack one hop from home inside its node
+  // is cheaper than one across nodes.
   void bring_home() {
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
       bool changed = false;
@@ -868,24 +910,38 @@ class home_first {
         }
         std::size_t best_q = n_;
         std::int64_t best_delta = 0;
-        for (std::size_t i = 0; i < used_[h]; ++i) {
-          const auto q = static_cast<std::size_t>(items_[h * k_ + i]);
-          if (src(q) == h) {
-            continue; // q is home: trading it away gains nothing in general
+        const auto try_rank = [&](std::size_t t) {
+          if (t == r) {
+            return;
           }
-          const std::int64_t d = cost_[p] - cost_[q]; // load moving from r to h
-          if (load_[h] + d > limit_ || load_[r] - d > limit_) {
-            continue;
+          for (std::size_t i = 0; i < used_[t]; ++i) {
+            const auto q = static_cast<std::size_t>(items_[t * k_ + i]);
+            if (src(q) == t) {
+              continue; // q is home: trading it away gains nothing in general
+            }
+            const std::int64_t d = cost_[p] - cost_[q]; // load moving from r to t
+            if (load_[t] + d > limit_ || load_[r] - d > limit_) {
+              continue;
+            }
+            const std::int64_t delta = swap_delta(p, r, q, t);
+            if (delta >= best_delta) {
+              continue;
+            }
+            if (!level_room(t, level_[p], level_[q]) || !level_room(r, level_[q], level_[p])) {
+              continue;
+            }
+            best_delta = delta;
+            best_q = q;
           }
-          const std::int64_t delta = swap_delta(p, r, q, h);
-          if (delta >= best_delta) {
-            continue;
+        };
+        try_rank(h);
+        if (multi_node_ && node_[r] != node_[h]) {
+          const auto node = static_cast<std::size_t>(node_[h]);
+          for (std::size_t i = node_start_[node]; i < node_start_[node + 1]; ++i) {
+            if (node_ranks_[i] != h) {
+              try_rank(node_ranks_[i]);
+            }
           }
-          if (!level_room(h, level_[p], level_[q]) || !level_room(r, level_[q], level_[p])) {
-            continue;
-          }
-          best_delta = delta;
-          best_q = q;
         }
         if (best_q < n_) {
           swap_packs(p, best_q);
@@ -904,6 +960,9 @@ class home_first {
   tuning tuning_{};
   std::vector<std::int32_t> node_; // node of every rank
   std::int64_t inter_weight_ = 1;
+  bool multi_node_ = false;
+  std::vector<std::size_t> node_start_; // ranks of node i: node_ranks_[node_start_[i] ..]
+  std::vector<std::size_t> node_ranks_;
   std::vector<std::int32_t> level_;
   std::vector<std::int64_t> cost_;
   std::vector<std::int32_t> by_cost_;     // pack ids by ascending cost

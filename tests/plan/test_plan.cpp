@@ -1,0 +1,118 @@
+#include <packswap/balance/balance.hpp>
+#include <packswap/plan/plan.hpp>
+#include <packswap/plan/verify.hpp>
+#include <packswap/refine/refine.hpp>
+
+#include <doctest/doctest.h>
+
+#include "batches.hpp"
+
+#include <vector>
+
+using namespace packswap;
+
+TEST_CASE("a hand-made plan lists keeps, sends and receives as the assignment says") {
+  const shape s{2, 2, 1};
+  // Rank 0 loaded packs 0, 1; rank 1 loaded 2, 3. Pack 1 and pack 2 trade ranks.
+  const std::vector<pack_meta> packs{{9, 90, 0}, {5, 50, 0}, {7, 70, 1}, {1, 10, 1}};
+  const assignment a{{0, 0}, {1, 1}, {0, 1}, {1, 0}};
+  const auto pl = make_plan(packs, s, a);
+  CHECK(pl.keep(0, 0).size() == 1);
+  CHECK(pl.keep(0, 0)[0] == 0);
+  REQUIRE(pl.sends(0, 1).size() == 1);
+  CHECK(pl.sends(0, 1)[0] == transfer{1, 1, 50});
+  REQUIRE(pl.receives(1, 1).size() == 1);
+  CHECK(pl.receives(1, 1)[0] == transfer{1, 0, 50});
+  REQUIRE(pl.receives(0, 1).size() == 1);
+  CHECK(pl.receives(0, 1)[0] == transfer{2, 1, 70});
+  CHECK(pl.receive_bytes(0, 1) == 70);
+  CHECK(pl.send_bytes(1, 1) == 70);
+  CHECK(pl.sends(0).size() == 1);
+  CHECK_NOTHROW(verify(packs, s, a, pl));
+}
+
+TEST_CASE("every send is matched by a receive on its peer, in the same order") {
+  prng rng(5);
+  for (int trial = 0; trial < 600; ++trial) {
+    const auto s = test::random_shape(rng, 24, 6, 3);
+    const auto packs =
+        test::random_batch(s, rng(), test::all_mixes[rng.below(7)], rng.chance(1, 3));
+    const auto a1 = balance(test::costs_of(packs), s);
+    for (const auto& a : {a1, refine(packs, s, a1)}) {
+      const auto pl = make_plan(packs, s, a);
+      CHECK_NOTHROW(verify(packs, s, a, pl));
+      std::int64_t sends = 0;
+      std::int64_t receives = 0;
+      for (std::int32_t r = 0; r < s.dp; ++r) {
+        sends += static_cast<std::int64_t>(pl.sends(r).size());
+        receives += static_cast<std::int64_t>(pl.receives(r).size());
+      }
+      CHECK(sends == receives);
+    }
+  }
+}
+
+TEST_CASE("one rank's plan is exactly its slice of the whole plan") {
+  prng rng(6);
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto s = test::random_shape(rng, 16, 6, 2);
+    const auto packs = test::random_batch(s, rng(), test::mix::vlm);
+    const auto a = refine(packs, s, balance(test::costs_of(packs), s));
+    const auto all = make_plan(packs, s, a);
+    const auto r = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp)));
+    const auto mine = make_plan(packs, s, a, r);
+    CHECK(mine.first_rank() == r);
+    CHECK(mine.last_rank() == r + 1);
+    CHECK_NOTHROW(verify(packs, s, a, mine));
+    for (std::int32_t m = 0; m < s.ga; ++m) {
+      const auto x = all.sends(r, m);
+      const auto y = mine.sends(r, m);
+      CHECK(std::vector<transfer>(x.begin(), x.end()) == std::vector<transfer>(y.begin(), y.end()));
+      const auto u = all.receives(r, m);
+      const auto v = mine.receives(r, m);
+      CHECK(std::vector<transfer>(u.begin(), u.end()) == std::vector<transfer>(v.begin(), v.end()));
+      const auto c = all.compute(r, m);
+      const auto d = mine.compute(r, m);
+      CHECK(std::vector<std::int32_t>(c.begin(), c.end()) ==
+            std::vector<std::int32_t>(d.begin(), d.end()));
+    }
+    if (s.dp > 1) {
+      const std::int32_t other = (r + 1) % s.dp;
+      CHECK_THROWS_WITH_AS(mine.sends(other, 0), doctest::Contains("outside this plan"), error);
+    }
+  }
+}
+
+TEST_CASE("micro-step 0 is the one with the cheapest exchange, and A and B stay") {
+  prng rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto s = test::random_shape(rng, 16, 8, 2);
+    const auto packs = test::random_batch(s, rng(), test::mix::vlm, true);
+    const auto costs = test::costs_of(packs);
+    const auto a = balance(costs, s);
+    const auto o = order_micro_steps(packs, s, a);
+    const auto before = measure_balance(costs, a, s);
+    const auto after = measure_balance(costs, o, s);
+    CHECK(before.a == after.a);
+    CHECK(before.b == after.b);
+    const auto pl = make_plan(packs, s, o);
+    std::int64_t first = 0;
+    for (std::int32_t r = 0; r < s.dp; ++r) {
+      first = std::max(first, pl.receive_bytes(r, 0));
+    }
+    for (std::int32_t m = 1; m < s.ga; ++m) {
+      std::int64_t worst = 0;
+      for (std::int32_t r = 0; r < s.dp; ++r) {
+        worst = std::max(worst, pl.receive_bytes(r, m));
+      }
+      CHECK(first <= worst);
+    }
+  }
+}
+
+TEST_CASE("the assignment digest tells different plans apart and equal ones together") {
+  const assignment a{{0, 0}, {1, 0}};
+  const assignment b{{1, 0}, {0, 0}};
+  CHECK(digest(a) == digest(assignment(a)));
+  CHECK(digest(a) != digest(b));
+}

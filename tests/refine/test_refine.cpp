@@ -1,0 +1,110 @@
+#include <packswap/balance/balance.hpp>
+#include <packswap/balance/metrics.hpp>
+#include <packswap/refine/movement.hpp>
+#include <packswap/refine/refine.hpp>
+
+#include <doctest/doctest.h>
+
+#include "batches.hpp"
+
+#include <vector>
+
+using namespace packswap;
+using packswap::test::mix;
+
+namespace {
+
+struct outcome {
+  balance_metrics stage1, stage2;
+  movement_metrics moved1, moved2;
+};
+
+outcome run(const std::vector<pack_meta>& packs, const shape& s, sync_mode mode, double eps,
+            const topology& topo = {}) {
+  const auto costs = test::costs_of(packs);
+  const auto a1 = balance(costs, s, mode);
+  const auto a2 = refine(packs, s, a1, refine_options{mode, eps, topo});
+  CHECK_NOTHROW(validate_assignment(a2, s));
+  return {measure_balance(costs, a1, s), measure_balance(costs, a2, s),
+          measure_movement(packs, a1, s, topo), measure_movement(packs, a2, s, topo)};
+}
+
+} // namespace
+
+TEST_CASE("stage 2 keeps A exact and B within eps of stage 1, and never moves more bytes") {
+  prng rng(99);
+  for (int trial = 0; trial < 1500; ++trial) {
+    const auto s = test::random_shape(rng, 48, 8, 1);
+    const mix m = test::all_mixes[rng.below(std::size(test::all_mixes))];
+    const auto packs = test::random_batch(s, rng(), m, rng.chance(1, 4));
+    const double eps = rng.chance(1, 2) ? 0.0 : 0.01 * static_cast<double>(rng.uniform(1, 5));
+    const auto o = run(packs, s, sync_mode::per_micro_step, eps);
+    INFO("dp=" << s.dp << " ga=" << s.ga << " mix=" << test::name(m) << " eps=" << eps);
+    CHECK(o.stage2.a == o.stage2.lb_a);
+    CHECK(o.stage2.b <= detail::relax(o.stage1.b, detail::eps_ppm(eps)));
+    CHECK(o.moved2.moved_bytes <= o.moved1.moved_bytes);
+  }
+}
+
+TEST_CASE("in per-step mode stage 2 keeps both A and B within eps of stage 1") {
+  prng rng(100);
+  for (int trial = 0; trial < 800; ++trial) {
+    const auto s = test::random_shape(rng, 40, 8, 3);
+    const mix m = test::all_mixes[rng.below(std::size(test::all_mixes))];
+    const auto packs = test::random_batch(s, rng(), m);
+    const double eps = rng.chance(1, 2) ? 0.0 : 0.02;
+    const auto o = run(packs, s, sync_mode::per_step, eps);
+    INFO("dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs << " mix=" << test::name(m));
+    CHECK(o.stage2.b <= detail::relax(o.stage1.b, detail::eps_ppm(eps)));
+    CHECK(o.stage2.a <= detail::relax(o.stage1.a, detail::eps_ppm(eps)));
+    CHECK(o.moved2.moved_bytes <= o.moved1.moved_bytes);
+  }
+}
+
+TEST_CASE("with mbs > 1 stage 2 never raises A or B above stage 1 at eps = 0") {
+  prng rng(101);
+  for (int trial = 0; trial < 800; ++trial) {
+    const auto s = test::random_shape(rng, 32, 6, 4);
+    const mix m = test::all_mixes[rng.below(std::size(test::all_mixes))];
+    const auto packs = test::random_batch(s, rng(), m);
+    const auto o = run(packs, s, sync_mode::per_micro_step, 0.0);
+    INFO("dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs << " mix=" << test::name(m));
+    CHECK(o.stage2.a <= o.stage1.a);
+    CHECK(o.stage2.b <= o.stage1.b);
+    CHECK(o.moved2.moved_bytes <= o.moved1.moved_bytes);
+  }
+}
+
+TEST_CASE("stage 2 keeps most bytes home on VLM-like batches") {
+  // Karmarkar-Karp alone moves nearly every byte; the target is at most half of that.
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const shape s{64, 16, 1};
+    const auto o = run(test::random_batch(s, seed, mix::vlm), s, sync_mode::per_micro_step, 0.0);
+    CHECK(o.moved1.moved_bytes > 0);
+    CHECK(static_cast<double>(o.moved2.moved_bytes) <=
+          0.5 * static_cast<double>(o.moved1.moved_bytes));
+  }
+}
+
+TEST_CASE("a node map makes stage 2 keep traffic inside nodes") {
+  const shape s{64, 16, 1};
+  const auto packs = test::random_batch(s, 5, mix::vlm);
+  const auto nodes = topology::uniform(8, 16);
+  const auto flat = run(packs, s, sync_mode::per_micro_step, 0.0);
+  const auto aware = run(packs, s, sync_mode::per_micro_step, 0.0, nodes);
+  const auto costs = test::costs_of(packs);
+  const auto a_flat = refine(packs, s, balance(costs, s), refine_options{});
+  CHECK(aware.moved2.inter_node_bytes < measure_movement(packs, a_flat, s, nodes).inter_node_bytes);
+  CHECK(flat.stage2.a == flat.stage2.lb_a);
+  CHECK(aware.stage2.a == aware.stage2.lb_a);
+}
+
+TEST_CASE("eps outside [0, 1] is refused, naming the value") {
+  const shape s{2, 1, 1};
+  const std::vector<pack_meta> packs{{1, 1, 0}, {2, 2, 1}};
+  const assignment a{{0, 0}, {1, 0}};
+  CHECK_THROWS_WITH_AS(refine(packs, s, a, refine_options{sync_mode::per_step, -0.5}),
+                       doctest::Contains("eps is -0.5"), error);
+  CHECK_THROWS_WITH_AS(refine(packs, s, a, refine_options{sync_mode::per_step, 2.0}),
+                       doctest::Contains("eps is 2"), error);
+}

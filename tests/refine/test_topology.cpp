@@ -1,0 +1,33 @@
+#include <packswap/refine/topology.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace packswap;
+
+TEST_CASE("a byte costs nothing on its rank, one within a node, the weight across nodes") {
+  const auto t = topology::uniform(4, 8);
+  CHECK(t.weight(5, 5) == 0);
+  CHECK(t.weight(4, 7) == 1);
+  CHECK(t.weight(3, 4) == 8);
+  CHECK(t.node(9) == 2);
+  const topology flat;
+  CHECK(flat.weight(0, 1000) == 1);
+}
+
+TEST_CASE("a rank-to-node map places ranks anywhere") {
+  const auto t = topology::from_map({0, 1, 0, 1}, 3);
+  CHECK(t.weight(0, 2) == 1);
+  CHECK(t.weight(0, 1) == 3);
+  CHECK_THROWS_WITH_AS(t.node(4), doctest::Contains("rank 4 is not in the topology's map of 4"),
+                       error);
+  CHECK_THROWS_WITH_AS(t.validate_for(5), doctest::Contains("maps 4 ranks, dp is 5"), error);
+}
+
+TEST_CASE("bad topology parameters are refused with their values") {
+  CHECK_THROWS_WITH_AS(topology::uniform(0), doctest::Contains("ranks per node is 0"), error);
+  CHECK_THROWS_WITH_AS(topology::uniform(8, 0), doctest::Contains("inter-node weight is 0"), error);
+  CHECK_THROWS_WITH_AS(topology::from_map({0, -1}),
+                       doctest::Contains("rank 1 is mapped to node -1"), error);
+}

@@ -1,0 +1,52 @@
+// Golden digests: fixed seeded batches must give bit-identical assignments on every compiler and
+// standard library (this program is built by both the g++ and the clang++ presets). When the
+// solver changes on purpose, run with PACKSWAP_PRINT_GOLDEN=1 and paste the new table.
+#include <packswap/solve.hpp>
+
+#include <doctest/doctest.h>
+
+#include "batches.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+using namespace packswap;
+using packswap::test::mix;
+
+namespace {
+
+struct golden {
+  shape s;
+  mix m;
+  sync_mode mode;
+  double eps;
+  std::uint64_t digest;
+};
+
+const golden table[] = {
+#include "golden_table.inc"
+};
+
+} // namespace
+
+TEST_CASE("fixed batches give the same assignment, bit for bit, on every build") {
+  const bool print = std::getenv("PACKSWAP_PRINT_GOLDEN") != nullptr;
+  for (const auto& g : table) {
+    const auto packs = test::random_batch(g.s, 1234 + static_cast<std::uint64_t>(g.s.dp), g.m);
+    solve_options opt;
+    opt.mode = g.mode;
+    opt.eps = g.eps;
+    const auto d = digest(solve(packs, g.s, opt).cells);
+    if (print) {
+      std::printf("{{%d, %d, %d}, mix::%s, sync_mode::%s, %g, 0x%016llxULL},\n", g.s.dp, g.s.ga,
+                  g.s.mbs, test::name(g.m),
+                  g.mode == sync_mode::per_step ? "per_step" : "per_micro_step", g.eps,
+                  static_cast<unsigned long long>(d));
+      continue;
+    }
+    INFO("dp=" << g.s.dp << " ga=" << g.s.ga << " mbs=" << g.s.mbs << " mix=" << test::name(g.m)
+               << " eps=" << g.eps);
+    CHECK(d == g.digest);
+  }
+}
