@@ -9,6 +9,7 @@
 
 #include "packswap/balance/balance.hpp"
 #include "packswap/balance/batch.hpp"
+#include "packswap/balance/batch_csv.hpp"
 #include "packswap/balance/metrics.hpp"
 #include "packswap/plan/plan.hpp"
 #include "packswap/plan/verify.hpp"

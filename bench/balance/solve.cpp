@@ -1,0 +1,53 @@
+// Solver timings on the default workload (vlm-pretrain packed into 8K packs), ga = 16, from 256
+// to 262,144 packs. Single-threaded; what each rank runs on the gathered metadata:
+//   balance_plan  stage 1 and the caller's own plan (what a location-blind balancer costs)
+//   solve         the full solve (stage 1, minimal-movement stage 2, own plan)
+//   solve_all     the full solve building every rank's plan and counting peers (tests, CLI)
+// Report medians: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <packswap/solve.hpp>
+
+#include "workloads.hpp"
+
+#include <map>
+
+namespace {
+
+const std::vector<packswap::pack_meta>& batch(std::int64_t packs) {
+  static std::map<std::int64_t, std::vector<packswap::pack_meta>> cache;
+  auto it = cache.find(packs);
+  if (it == cache.end()) {
+    const packswap::shape s{static_cast<std::int32_t>(packs / 16), 16, 1};
+    it = cache.emplace(packs, packswap::bench::preset_batch("vlm-pretrain", s, 42)).first;
+  }
+  return it->second;
+}
+
+void run(benchmark::State& state, bool refine, bool all_plans) {
+  const std::int64_t packs = state.range(0);
+  const packswap::shape s{static_cast<std::int32_t>(packs / 16), 16, 1};
+  const auto& b = batch(packs);
+  packswap::solve_options opt;
+  opt.refine = refine;
+  opt.plan_rank = all_plans ? -1 : 0;
+  opt.count_peers = all_plans;
+  for (auto _ : state) {
+    auto sol = packswap::solve(b, s, opt);
+    benchmark::DoNotOptimize(sol.cells.data());
+  }
+  state.SetItemsProcessed(state.iterations() * packs);
+  state.counters["dp"] = static_cast<double>(s.dp);
+}
+
+void balance_plan(benchmark::State& state) { run(state, false, false); }
+void solve(benchmark::State& state) { run(state, true, false); }
+void solve_all(benchmark::State& state) { run(state, true, true); }
+
+} // namespace
+
+BENCHMARK(balance_plan)->RangeMultiplier(4)->Range(256, 262144)->Unit(benchmark::kMillisecond);
+BENCHMARK(solve)->RangeMultiplier(4)->Range(256, 262144)->Unit(benchmark::kMillisecond);
+BENCHMARK(solve_all)->RangeMultiplier(4)->Range(256, 262144)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
