@@ -40,9 +40,15 @@ void run(benchmark::State& state, bool refine, bool all_plans) {
   state.counters["dp"] = static_cast<double>(s.dp);
 }
 
-void balance_plan(benchmark::State& state) { run(state, false, false); }
-void solve(benchmark::State& state) { run(state, true, false); }
-void solve_all(benchmark::State& state) { run(state, true, true); }
+void balance_plan(benchmark::State& state) {
+  run(state, false, false);
+}
+void solve(benchmark::State& state) {
+  run(state, true, false);
+}
+void solve_all(benchmark::State& state) {
+  run(state, true, true);
+}
 
 } // namespace
 

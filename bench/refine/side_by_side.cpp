@@ -59,8 +59,9 @@ int run(int argc, char** argv) {
                  " [--repeat 5] [--seed 42] [--json]\n";
     return 0;
   }
-  const auto workloads = split(opt.text(
-      "workloads", "vlm-pretrain,captioning,high-res,synthetic:vlm,synthetic:ties,synthetic:uniform"));
+  const auto workloads = split(
+      opt.text("workloads",
+               "vlm-pretrain,captioning,high-res,synthetic:vlm,synthetic:ties,synthetic:uniform"));
   const auto dps = opt.integers("dp", {64, 256, 1024}, 1, 1 << 20);
   const auto ga = static_cast<std::int32_t>(opt.integer("ga", 16, 1, 1 << 16));
   std::vector<double> eps;
@@ -108,7 +109,9 @@ int run(int argc, char** argv) {
         for (int r = 0; r < repeat; ++r) {
           const auto t0 = std::chrono::steady_clock::now();
           a = m.run(packs, s);
-          times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+          times.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count());
         }
         std::sort(times.begin(), times.end());
         const auto b = packswap::measure_balance(costs, a, s);
@@ -121,7 +124,9 @@ int run(int argc, char** argv) {
         };
         rows.push_back({w, s.dp, s.ga, m.name, ratio(b.a, b.lb_a), ratio(b.b, b.lb_b),
                         static_cast<double>(mv.moved) / static_cast<double>(packs.size()),
-                        total_bytes == 0 ? 0.0 : static_cast<double>(mv.moved_bytes) / static_cast<double>(total_bytes),
+                        total_bytes == 0 ? 0.0
+                                         : static_cast<double>(mv.moved_bytes) /
+                                               static_cast<double>(total_bytes),
                         kk_bytes == 0 ? 0.0 : static_cast<double>(mv.moved_bytes) / kk_bytes,
                         times[times.size() / 2]});
       }
@@ -132,9 +137,10 @@ int run(int argc, char** argv) {
     std::cout << "{\"runs\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
-      std::cout << (i == 0 ? "\n  " : ",\n  ") << "{\"workload\": " << packswap::cli::quote(r.workload)
-                << ", \"dp\": " << r.dp << ", \"ga\": " << r.ga << ", \"method\": "
-                << packswap::cli::quote(r.method) << ", \"a_over_lb_a\": " << packswap::cli::number(r.a_ratio)
+      std::cout << (i == 0 ? "\n  " : ",\n  ")
+                << "{\"workload\": " << packswap::cli::quote(r.workload) << ", \"dp\": " << r.dp
+                << ", \"ga\": " << r.ga << ", \"method\": " << packswap::cli::quote(r.method)
+                << ", \"a_over_lb_a\": " << packswap::cli::number(r.a_ratio)
                 << ", \"b_over_lb_b\": " << packswap::cli::number(r.b_ratio)
                 << ", \"moved\": " << packswap::cli::number(r.moved)
                 << ", \"moved_bytes\": " << packswap::cli::number(r.moved_bytes)
@@ -146,7 +152,8 @@ int run(int argc, char** argv) {
   }
   std::string last;
   for (const auto& r : rows) {
-    const std::string group = r.workload + " dp=" + std::to_string(r.dp) + " ga=" + std::to_string(r.ga);
+    const std::string group =
+        r.workload + " dp=" + std::to_string(r.dp) + " ga=" + std::to_string(r.ga);
     if (group != last) {
       std::printf("\n%s\n  %-20s %9s %9s %7s %8s %8s %10s\n", group.c_str(), "method", "A/LB_A",
                   "B/LB_B", "moved", "bytes", "vs KK", "solve ms");

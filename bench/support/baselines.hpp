@@ -58,7 +58,8 @@ inline assignment sorted_round_robin(const std::vector<pack_meta>& packs, const 
   std::vector<std::int32_t> rank_of(packs.size());
   const auto order = detail::by_cost(packs);
   for (std::size_t i = 0; i < order.size(); ++i) {
-    rank_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i % static_cast<std::size_t>(s.dp));
+    rank_of[static_cast<std::size_t>(order[i])] =
+        static_cast<std::int32_t>(i % static_cast<std::size_t>(s.dp));
   }
   return detail::heavy_first_steps(packs, s, rank_of);
 }
@@ -136,8 +137,8 @@ inline assignment karmarkar_karp_per_step(const std::vector<pack_meta>& packs, c
     heap.emplace(states[i].sum.front() - states[i].sum.back(), -static_cast<std::int64_t>(i));
   }
   while (heap.size() > 1) {
-    auto& x = states[static_cast<std::size_t>(-heap.top().second)];
-    const auto xi = -heap.top().second;
+    const auto xi = static_cast<std::size_t>(-heap.top().second);
+    auto& x = states[xi];
     heap.pop();
     auto& y = states[static_cast<std::size_t>(-heap.top().second)];
     heap.pop();
@@ -150,12 +151,13 @@ inline assignment karmarkar_karp_per_step(const std::vector<pack_meta>& packs, c
       items[i].insert(items[i].end(), y.items[k - 1 - i].begin(), y.items[k - 1 - i].end());
       idx[i] = i;
     }
-    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return sum[a] > sum[b]; });
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](std::size_t a, std::size_t b) { return sum[a] > sum[b]; });
     for (std::size_t i = 0; i < k; ++i) {
       x.sum[i] = sum[idx[i]];
       x.items[i] = std::move(items[idx[i]]);
     }
-    heap.emplace(x.sum.front() - x.sum.back(), xi);
+    heap.emplace(x.sum.front() - x.sum.back(), -static_cast<std::int64_t>(xi));
   }
   std::vector<std::int32_t> rank_of(packs.size());
   const auto& final_state = states[static_cast<std::size_t>(-heap.top().second)];

@@ -25,7 +25,7 @@ struct usage_error : std::runtime_error {
 /// `--name value` options and `--flag` switches. Every name must be declared, so a typo is an
 /// error rather than silently ignored.
 class options {
-public:
+ public:
   options(int argc, char** argv, const std::vector<std::string>& valued,
           const std::vector<std::string>& flags) {
     for (int i = 1; i < argc; ++i) {
@@ -126,7 +126,7 @@ public:
     return out;
   }
 
-private:
+ private:
   static bool contains(const std::vector<std::string>& v, const std::string& s) {
     for (const auto& x : v) {
       if (x == s) {

@@ -22,10 +22,9 @@ constexpr const char* usage =
     "                     [--ranks-per-node K] [--inter-node-weight W] < packs.csv > plan.json\n";
 
 int run(int argc, char** argv) {
-  const packswap::cli::options opt(argc, argv,
-                                   {"dp", "ga", "mbs", "mode", "eps", "ranks-per-node",
-                                    "inter-node-weight"},
-                                   {"help"});
+  const packswap::cli::options opt(
+      argc, argv, {"dp", "ga", "mbs", "mode", "eps", "ranks-per-node", "inter-node-weight"},
+      {"help"});
   if (opt.flag("help")) {
     std::cout << usage;
     return 0;
@@ -41,7 +40,8 @@ int run(int argc, char** argv) {
   if (mode == "per-step") {
     so.mode = packswap::sync_mode::per_step;
   } else if (mode != "per-micro-step") {
-    throw packswap::cli::usage_error("--mode is '" + mode + "', expected per-micro-step or per-step");
+    throw packswap::cli::usage_error("--mode is '" + mode +
+                                     "', expected per-micro-step or per-step");
   }
   so.eps = opt.real("eps", 0.0, 0.0, 1.0);
   if (opt.has("ranks-per-node")) {
@@ -62,10 +62,11 @@ int run(int argc, char** argv) {
   }
   const auto& b = sol.balance;
   const auto& m = sol.movement;
-  out += "],\n \"metrics\": {\"A\": " + std::to_string(b.a) + ", \"LB_A\": " + std::to_string(b.lb_a) +
-         ", \"B\": " + std::to_string(b.b) + ", \"LB_B\": " + std::to_string(b.lb_b) +
-         ", \"moved\": " + std::to_string(m.moved) + ", \"moved_bytes\": " +
-         std::to_string(m.moved_bytes) + ", \"weighted_bytes\": " + std::to_string(m.weighted_bytes) +
+  out += "],\n \"metrics\": {\"A\": " + std::to_string(b.a) +
+         ", \"LB_A\": " + std::to_string(b.lb_a) + ", \"B\": " + std::to_string(b.b) +
+         ", \"LB_B\": " + std::to_string(b.lb_b) + ", \"moved\": " + std::to_string(m.moved) +
+         ", \"moved_bytes\": " + std::to_string(m.moved_bytes) +
+         ", \"weighted_bytes\": " + std::to_string(m.weighted_bytes) +
          ", \"inter_node_bytes\": " + std::to_string(m.inter_node_bytes) +
          ", \"max_peers\": " + std::to_string(m.max_peers) +
          ", \"solve_us\": " + packswap::cli::number(solve_us) + "}}\n";
