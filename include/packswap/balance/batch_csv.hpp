@@ -1,9 +1,9 @@
 #pragma once
 
 #include "packswap/balance/batch.hpp"
+#include "packswap/detail/csv.hpp"
 #include "packswap/error.hpp"
 
-#include <charconv>
 #include <cstdint>
 #include <istream>
 #include <ostream>
@@ -12,43 +12,6 @@
 #include <vector>
 
 namespace packswap {
-
-namespace detail {
-
-// Parses a whole field as a signed 64-bit integer; false on anything else (empty, junk, out of
-// range).
-inline bool parse_int64(std::string_view field, std::int64_t& out) {
-  while (!field.empty() && (field.front() == ' ' || field.front() == '\t')) {
-    field.remove_prefix(1);
-  }
-  while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) {
-    field.remove_suffix(1);
-  }
-  if (field.empty()) {
-    return false;
-  }
-  const char* first = field.data();
-  if (*first == '+') {
-    ++first;
-  }
-  const char* last = field.data() + field.size();
-  const auto [ptr, ec] = std::from_chars(first, last, out);
-  return ec == std::errc() && ptr == last;
-}
-
-// Splits `line` at commas into `fields` (views into `line`).
-inline void split_csv(std::string_view line, std::vector<std::string_view>& fields) {
-  fields.clear();
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= line.size(); ++i) {
-    if (i == line.size() || line[i] == ',') {
-      fields.push_back(line.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-}
-
-} // namespace detail
 
 /// Reads one global batch from CSV: a header `pack,source_rank,cost,bytes`, then one row per
 /// pack with pack ids 0, 1, 2, ... in order. Blank lines and lines starting with `#` are
@@ -86,13 +49,13 @@ inline std::vector<pack_meta> read_batch_csv(std::istream& in) {
       seen_header = true;
       continue;
     }
-    detail::split_csv(view, fields);
+    detail::split(view, ',', fields);
     PACKSWAP_EXPECTS(fields.size() == 4, errc::parse_error,
                      "line " << line_no << ": expected 4 fields (" << header << "), got "
                              << fields.size());
     std::int64_t value[4] = {};
     for (std::size_t f = 0; f < 4; ++f) {
-      PACKSWAP_EXPECTS(detail::parse_int64(fields[f], value[f]), errc::parse_error,
+      PACKSWAP_EXPECTS(detail::parse_int(fields[f], value[f]), errc::parse_error,
                        "line " << line_no << ": " << names[f] << " \"" << fields[f].substr(0, 40)
                                << "\" is not an integer");
     }
@@ -112,7 +75,8 @@ inline std::vector<pack_meta> read_batch_csv(std::istream& in) {
 inline void write_batch_csv(std::ostream& out, span<const pack_meta> packs) {
   out << "pack,source_rank,cost,bytes\n";
   for (std::size_t p = 0; p < packs.size(); ++p) {
-    out << p << ',' << packs[p].source_rank << ',' << packs[p].cost << ',' << packs[p].bytes << '\n';
+    out << p << ',' << packs[p].source_rank << ',' << packs[p].cost << ',' << packs[p].bytes
+        << '\n';
   }
 }
 

@@ -40,7 +40,7 @@ class home_first {
     /// Repair swaps allowed, per pack of the batch, before the attempt gives up.
     std::int32_t repair_swaps_per_pack = 2;
     /// Passes of the bring-home step.
-    std::int32_t home_passes = 2;
+    std::int32_t home_passes = 1;
     /// Ranks with the most room tried as partners of every repair swap.
     std::int32_t roomy_partners = 8;
     /// Sweeps of the re-deal step over all levels.
