@@ -5,7 +5,7 @@ step() { printf '\n==> %s\n' "$*"; }
 jobs() { nproc 2>/dev/null || echo 2; }
 
 # Debian packages the build, tests, examples and benchmarks need.
-packswap_packages=(cmake make g++ clang libclang-rt-14-dev doctest-dev libbenchmark-dev
+packswap_packages=(cmake make g++ clang libclang-rt-14-dev libc++-14-dev libc++abi-14-dev doctest-dev libbenchmark-dev
                    libopenmpi-dev openmpi-bin)
 
 # Installs whatever is missing when running as root on Debian; otherwise only reports it.

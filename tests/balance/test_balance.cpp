@@ -87,7 +87,7 @@ TEST_CASE("per-micro-step balance with mbs = 1 reaches A == LB_A exactly, always
   for (const auto& c : cases(1, 3000)) {
     const auto costs = test::costs_of(test::random_batch(c.s, c.seed, c.m));
     const auto m = measure_balance(costs, balance(costs, c.s), c.s);
-    INFO("dp=" << c.s.dp << " ga=" << c.s.ga << " mix=" << test::name(c.m));
+    INFO("dp=" << c.s.dp << " ga=" << c.s.ga << " mix=" << std::string(test::name(c.m)));
     CHECK(m.a == m.lb_a);
   }
 }
@@ -96,7 +96,7 @@ TEST_CASE("B is never worse than plain equal-size Karmarkar-Karp, in both modes"
   for (const auto& c : cases(1, 1500)) {
     const auto costs = test::costs_of(test::random_batch(c.s, c.seed, c.m));
     const std::int64_t kk = reference_kk_b(costs, c.s.dp);
-    INFO("dp=" << c.s.dp << " ga=" << c.s.ga << " mix=" << test::name(c.m));
+    INFO("dp=" << c.s.dp << " ga=" << c.s.ga << " mix=" << std::string(test::name(c.m)));
     // per-micro-step with mbs = 1 *is* Karmarkar-Karp over the sorted chunks.
     CHECK(measure_balance(costs, balance(costs, c.s), c.s).b == kk);
     CHECK(measure_balance(costs, balance(costs, c.s, sync_mode::per_step), c.s).b <= kk);
@@ -139,7 +139,8 @@ TEST_CASE("per-micro-step balance with mbs > 1 keeps A within its stated bound")
       }
       bound += (sum + c.s.dp - 1) / c.s.dp + sorted[g] - sorted[g + group - 1];
     }
-    INFO("dp=" << c.s.dp << " ga=" << c.s.ga << " mbs=" << c.s.mbs << " mix=" << test::name(c.m));
+    INFO("dp=" << c.s.dp << " ga=" << c.s.ga << " mbs=" << c.s.mbs
+               << " mix=" << std::string(test::name(c.m)));
     CHECK(m.a >= m.lb_a);
     CHECK(m.a <= bound);
   }

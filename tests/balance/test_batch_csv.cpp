@@ -42,7 +42,8 @@ TEST_CASE("a batch CSV round-trips through write and read") {
 }
 
 TEST_CASE("comments, blank lines, spaces and CRLF line ends are accepted") {
-  const auto packs = read("# exported by the loader\r\npack,source_rank,cost,bytes\r\n\r\n0, 1 ,+5,6\r\n");
+  const auto packs =
+      read("# exported by the loader\r\npack,source_rank,cost,bytes\r\n\r\n0, 1 ,+5,6\r\n");
   REQUIRE(packs.size() == 1);
   CHECK(packs[0].source_rank == 1);
   CHECK(packs[0].cost == 5);
@@ -55,8 +56,9 @@ TEST_CASE("malformed CSV names the line and the field") {
         std::string::npos);
   CHECK(error_of("pack,source_rank,cost,bytes\n0,0,1,2\n1,0,x,2\n").find("line 3: cost \"x\"") !=
         std::string::npos);
-  CHECK(error_of("pack,source_rank,cost,bytes\n0,0,99999999999999999999,2\n")
-            .find("line 2: cost") != std::string::npos);
+  CHECK(
+      error_of("pack,source_rank,cost,bytes\n0,0,99999999999999999999,2\n").find("line 2: cost") !=
+      std::string::npos);
   CHECK(error_of("pack,source_rank,cost,bytes\n1,0,1,2\n").find("line 2: pack 1 out of order") !=
         std::string::npos);
   CHECK(error_of("pack,source_rank,cost,bytes\n0,-1,1,2\n").find("line 2: source_rank -1") !=

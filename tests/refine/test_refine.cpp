@@ -39,7 +39,8 @@ TEST_CASE("stage 2 keeps A exact and B within eps of stage 1, and never moves mo
     const auto packs = test::random_batch(s, rng(), m, rng.chance(1, 4));
     const double eps = rng.chance(1, 2) ? 0.0 : 0.01 * static_cast<double>(rng.uniform(1, 5));
     const auto o = run(packs, s, sync_mode::per_micro_step, eps);
-    INFO("dp=" << s.dp << " ga=" << s.ga << " mix=" << test::name(m) << " eps=" << eps);
+    INFO("dp=" << s.dp << " ga=" << s.ga << " mix=" << std::string(test::name(m))
+               << " eps=" << eps);
     CHECK(o.stage2.a == o.stage2.lb_a);
     CHECK(o.stage2.b <= detail::relax(o.stage1.b, detail::eps_ppm(eps)));
     CHECK(o.moved2.moved_bytes <= o.moved1.moved_bytes);
@@ -54,7 +55,8 @@ TEST_CASE("in per-step mode stage 2 keeps both A and B within eps of stage 1") {
     const auto packs = test::random_batch(s, rng(), m);
     const double eps = rng.chance(1, 2) ? 0.0 : 0.02;
     const auto o = run(packs, s, sync_mode::per_step, eps);
-    INFO("dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs << " mix=" << test::name(m));
+    INFO("dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs
+               << " mix=" << std::string(test::name(m)));
     CHECK(o.stage2.b <= detail::relax(o.stage1.b, detail::eps_ppm(eps)));
     CHECK(o.stage2.a <= detail::relax(o.stage1.a, detail::eps_ppm(eps)));
     CHECK(o.moved2.moved_bytes <= o.moved1.moved_bytes);
@@ -68,7 +70,8 @@ TEST_CASE("with mbs > 1 stage 2 never raises A or B above stage 1 at eps = 0") {
     const mix m = test::all_mixes[rng.below(std::size(test::all_mixes))];
     const auto packs = test::random_batch(s, rng(), m);
     const auto o = run(packs, s, sync_mode::per_micro_step, 0.0);
-    INFO("dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs << " mix=" << test::name(m));
+    INFO("dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs
+               << " mix=" << std::string(test::name(m)));
     CHECK(o.stage2.a <= o.stage1.a);
     CHECK(o.stage2.b <= o.stage1.b);
     CHECK(o.moved2.moved_bytes <= o.moved1.moved_bytes);

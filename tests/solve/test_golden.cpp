@@ -45,8 +45,8 @@ TEST_CASE("fixed batches give the same assignment, bit for bit, on every build")
                   static_cast<unsigned long long>(d));
       continue;
     }
-    INFO("dp=" << g.s.dp << " ga=" << g.s.ga << " mbs=" << g.s.mbs << " mix=" << test::name(g.m)
-               << " eps=" << g.eps);
+    INFO("dp=" << g.s.dp << " ga=" << g.s.ga << " mbs=" << g.s.mbs
+               << " mix=" << std::string(test::name(g.m)) << " eps=" << g.eps);
     CHECK(d == g.digest);
   }
 }
