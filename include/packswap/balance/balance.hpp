@@ -35,6 +35,7 @@ inline void improve_max_load(span<const std::int64_t> cost, std::vector<std::int
   }
   constexpr std::size_t partners = 16;
   std::vector<entry> taken;
+  std::vector<std::pair<std::int64_t, std::size_t>> partner; // (cost, unit slot), sorted
   for (std::int32_t round = 0; round < max_rounds; ++round) {
     while (heavy.top().first != load[static_cast<std::size_t>(-heavy.top().second)]) {
       heavy.pop();
@@ -58,10 +59,21 @@ inline void improve_max_load(span<const std::int64_t> cost, std::vector<std::int
       if (s == top || load[s] >= load[top]) {
         continue;
       }
+      // The best swap moves d = (load[top] - load[s]) / 2 from top to s: for each pack x of top,
+      // only the packs y of s with cost nearest cost(x) - d can win, found by binary search.
+      partner.clear();
+      for (std::size_t j = 0; j < k; ++j) {
+        partner.emplace_back(cost[static_cast<std::size_t>(units[s * k + j])], s * k + j);
+      }
+      std::sort(partner.begin(), partner.end());
+      const std::int64_t half = (load[top] - load[s]) / 2;
       for (std::size_t i = 0; i < k; ++i) {
         const auto cx = cost[static_cast<std::size_t>(units[top * k + i])];
-        for (std::size_t j = 0; j < k; ++j) {
-          const auto cy = cost[static_cast<std::size_t>(units[s * k + j])];
+        const auto at = std::lower_bound(partner.begin(), partner.end(),
+                                         std::make_pair(cx - half, std::size_t{0}));
+        for (auto it = at == partner.begin() ? at : at - 1;
+             it != partner.end() && it <= at + 1; ++it) {
+          const auto cy = it->first;
           if (cy >= cx) {
             continue;
           }
@@ -69,7 +81,7 @@ inline void improve_max_load(span<const std::int64_t> cost, std::vector<std::int
           if (new_max < best_max) {
             best_max = new_max;
             best_i = top * k + i;
-            best_j = s * k + j;
+            best_j = it->second;
             found = true;
           }
         }
