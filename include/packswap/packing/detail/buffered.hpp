@@ -419,13 +419,6 @@ pack_list pack_buffered(const sample_set& set, const buffered_params& prm, Buffe
       ++buffered;
     }
   };
-  const auto place = [&](std::int32_t id) {
-    const auto s = static_cast<std::size_t>(id);
-    out.add(id, tokens[s], images[s]);
-    done[s] = 1;
-    --buffered;
-    admit();
-  };
   // The largest fit, unless a pair that starts lower fills the pack better (see above).
   const auto choose = [&](std::int64_t room, std::int64_t image_room) -> std::int32_t {
     const std::int64_t a = candidates.largest(room, image_room);
@@ -455,18 +448,19 @@ pack_list pack_buffered(const sample_set& set, const buffered_params& prm, Buffe
     while (done[oldest] != 0) {
       ++oldest;
     }
-    place(candidates.take_oldest(tokens[oldest]));
-    std::int64_t room = prm.capacity - tokens[oldest];
-    std::int64_t image_room = prm.budget - images[oldest];
-    for (;;) {
-      const std::int32_t id = choose(room, image_room);
-      if (id < 0) {
-        break;
-      }
-      room -= tokens[static_cast<std::size_t>(id)];
-      image_room -= images[static_cast<std::size_t>(id)];
-      place(id);
-    }
+    std::int32_t id = candidates.take_oldest(tokens[oldest]);
+    std::int64_t room = prm.capacity;
+    std::int64_t image_room = prm.budget;
+    do {
+      const auto s = static_cast<std::size_t>(id);
+      out.add(id, tokens[s], images[s]);
+      room -= tokens[s];
+      image_room -= images[s];
+      done[s] = 1;
+      --buffered;
+      admit();
+      id = choose(room, image_room);
+    } while (id >= 0);
     out.close();
   }
   return out;
