@@ -17,7 +17,7 @@ namespace packswap {
 
 namespace detail {
 
-inline std::string_view trim(std::string_view s) noexcept {
+inline std::string_view csv_trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);
   }
@@ -28,11 +28,11 @@ inline std::string_view trim(std::string_view s) noexcept {
 }
 
 // Splits `s` at every `sep`; an empty `s` gives one empty field.
-inline void split(std::string_view s, char sep, std::vector<std::string_view>& out) {
+inline void csv_split(std::string_view s, char sep, std::vector<std::string_view>& out) {
   out.clear();
   for (;;) {
     const auto at = s.find(sep);
-    out.push_back(trim(s.substr(0, at)));
+    out.push_back(csv_trim(s.substr(0, at)));
     if (at == std::string_view::npos) {
       return;
     }
@@ -41,7 +41,7 @@ inline void split(std::string_view s, char sep, std::vector<std::string_view>& o
 }
 
 // Parses a whole field as one decimal integer (optional sign); false on anything else.
-inline bool parse_int(std::string_view s, std::int64_t& out) noexcept {
+inline bool csv_int(std::string_view s, std::int64_t& out) noexcept {
   if (!s.empty() && s.front() == '+') {
     s.remove_prefix(1);
   }
@@ -87,11 +87,11 @@ inline sample_set read_sample_csv(std::istream& in) {
   std::int64_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    const std::string_view text = detail::trim(line);
+    const std::string_view text = detail::csv_trim(line);
     if (text.empty() || text.front() == '#') {
       continue;
     }
-    detail::split(text, ',', fields);
+    detail::csv_split(text, ',', fields);
     if (column.empty()) {
       std::array<bool, 3> seen{};
       for (const auto f : fields) {
@@ -122,7 +122,7 @@ inline sample_set read_sample_csv(std::istream& in) {
       auto& v = values[k];
       if (k == 0) {
         std::int64_t x = 0;
-        PACKSWAP_EXPECTS(detail::parse_int(fields[c], x), errc::parse_error,
+        PACKSWAP_EXPECTS(detail::csv_int(fields[c], x), errc::parse_error,
                          "line " << line_no << ", field 'tokens': '" << fields[c]
                                  << "' is not an integer in int64 range");
         v.push_back(x);
@@ -131,10 +131,10 @@ inline sample_set read_sample_csv(std::istream& in) {
       if (fields[c].empty()) {
         continue;
       }
-      detail::split(fields[c], ';', items);
+      detail::csv_split(fields[c], ';', items);
       for (const auto item : items) {
         std::int64_t x = 0;
-        PACKSWAP_EXPECTS(detail::parse_int(item, x), errc::parse_error,
+        PACKSWAP_EXPECTS(detail::csv_int(item, x), errc::parse_error,
                          "line " << line_no << ", field '" << known[k] << "': '" << fields[c]
                                  << "' is not a ';'-separated list of integers in int64 range");
         v.push_back(x);
