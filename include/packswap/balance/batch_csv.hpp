@@ -49,13 +49,13 @@ inline std::vector<pack_meta> read_batch_csv(std::istream& in) {
       seen_header = true;
       continue;
     }
-    detail::split(view, ',', fields);
+    detail::csv_split(view, ',', fields);
     PACKSWAP_EXPECTS(fields.size() == 4, errc::parse_error,
                      "line " << line_no << ": expected 4 fields (" << header << "), got "
                              << fields.size());
     std::int64_t value[4] = {};
     for (std::size_t f = 0; f < 4; ++f) {
-      PACKSWAP_EXPECTS(detail::parse_int(fields[f], value[f]), errc::parse_error,
+      PACKSWAP_EXPECTS(detail::csv_int(fields[f], value[f]), errc::parse_error,
                        "line " << line_no << ": " << names[f] << " \"" << fields[f].substr(0, 40)
                                << "\" is not an integer");
     }

@@ -195,10 +195,10 @@ inline std::vector<double> least_squares(std::vector<double> a, std::vector<doub
 /// a coefficient does not fit `std::int64_t` femtoseconds.
 ///
 /// ```
-/// std::vector<packswap::pack_timing> rows = measure();    // features + measured microseconds
-/// packswap::cost_model model = packswap::calibrate(rows, {packswap::cost_term::vit_fixed,
-///                                                         packswap::cost_term::vit_per_image_token})
-///                                  .model;
+/// using packswap::cost_term;
+/// std::vector<packswap::pack_timing> rows = measure(); // features + measured microseconds
+/// auto fit = packswap::calibrate(rows, {cost_term::vit_fixed, cost_term::vit_per_image_token});
+/// packswap::cost_model model = fit.model;
 /// ```
 inline calibration calibrate(span<const pack_timing> rows, span<const cost_term> terms) {
   PACKSWAP_EXPECTS(!terms.empty(), errc::invalid_argument, "no cost term to fit");

@@ -10,7 +10,7 @@
 
 namespace packswap::detail {
 
-inline std::string_view trim(std::string_view s) noexcept {
+inline std::string_view csv_trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);
   }
@@ -21,11 +21,11 @@ inline std::string_view trim(std::string_view s) noexcept {
 }
 
 // Splits `s` at every `sep`; an empty `s` gives one empty field.
-inline void split(std::string_view s, char sep, std::vector<std::string_view>& out) {
+inline void csv_split(std::string_view s, char sep, std::vector<std::string_view>& out) {
   out.clear();
   for (;;) {
     const auto at = s.find(sep);
-    out.push_back(trim(s.substr(0, at)));
+    out.push_back(csv_trim(s.substr(0, at)));
     if (at == std::string_view::npos) {
       return;
     }
@@ -34,7 +34,7 @@ inline void split(std::string_view s, char sep, std::vector<std::string_view>& o
 }
 
 // Parses a whole field as one decimal integer (optional sign); false on anything else.
-inline bool parse_int(std::string_view s, std::int64_t& out) noexcept {
+inline bool csv_int(std::string_view s, std::int64_t& out) noexcept {
   if (!s.empty() && s.front() == '+') {
     s.remove_prefix(1);
   }

@@ -10,17 +10,26 @@ namespace packswap {
 
 /// The 1D packer: streaming best fit into packs of `capacity` tokens, as a data loader does it.
 ///
-/// Samples arrive in stream order into a buffer of at most `buffer` candidates. The open pack
-/// repeatedly takes the largest buffered sample that still fits (the oldest among samples of equal
-/// size), and one more sample enters the buffer each time one leaves; when nothing fits the pack
-/// closes and a new one opens, so every pack starts with the largest candidate. At the end of the
-/// stream the buffer drains the same way. Samples are never split; image tokens are ignored (that
-/// is the imbalance DESIGN.md §1 describes). Deterministic: the packs depend only on the samples'
-/// token counts, in order, and on the three parameters.
+/// Samples arrive in stream order into a buffer of at most `buffer` candidates; one more enters
+/// each time one leaves. Each pack opens with the oldest buffered sample, then repeatedly takes
+/// the largest buffered sample that still fits (the oldest among equal sizes). When that largest
+/// fit would leave a gap no buffered sample fits, up to `lookahead` smaller sizes are tried first,
+/// each followed by the largest sample that fits after it, and the pair that fills the pack best
+/// is taken instead (a bounded "best two-fit"). When nothing fits the pack closes; at the end of
+/// the stream the buffer drains the same way.
 ///
-/// O(log capacity / 6) word operations per sample (a 64-ary bit tree over token counts finds the
-/// largest fitting size) and no allocation after the first: over 2 million samples/s on one core.
-/// A `greedy_packer` holds no state between calls; one object may be used from many threads.
+/// Opening with the oldest sample bounds reordering: a buffered sample is placed within `buffer`
+/// packs, so no sample starves. It also keeps large samples in the buffer, where they fill gaps:
+/// without lookahead, opening with the largest instead drains them (default preset, buffer 1,000:
+/// 97.9% efficiency against 98.9%); with the default lookahead the two differ by under 0.1 point.
+/// Samples are never split; image tokens are ignored (the imbalance of DESIGN.md §1).
+/// Deterministic: the packs depend only on the samples' token counts, in order, and on the
+/// parameters.
+///
+/// Cost: a 64-ary bit tree over token counts finds the largest fitting size in a few word
+/// operations, plus at most `lookahead` pairs per pack; no allocation after the first. About 6
+/// million samples/s on one core at buffer 1,000 (bench/packing/pack.cpp). A `greedy_packer`
+/// holds no state between calls; one object may be used from many threads.
 ///
 /// ```
 /// packswap::greedy_packer packer{/*capacity=*/8192, /*buffer=*/1000};

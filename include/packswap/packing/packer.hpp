@@ -32,7 +32,7 @@ concept packer_like = is_packer_v<P>;
 ///
 /// ```
 /// packswap::pack_list packs = packswap::pack_samples(samples);
-/// auto two_d = packswap::pack_samples(samples, packswap::budgeted_packer{8192, 3000});
+/// auto two_d = packswap::pack_samples(samples, packswap::budgeted_packer{8192, 6000});
 /// ```
 template <class P = greedy_packer>
 pack_list pack_samples(const sample_set& set, const P& packer = P{}) {

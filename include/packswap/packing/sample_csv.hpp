@@ -50,11 +50,11 @@ inline sample_set read_sample_csv(std::istream& in) {
   std::int64_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    const std::string_view text = detail::trim(line);
+    const std::string_view text = detail::csv_trim(line);
     if (text.empty() || text.front() == '#') {
       continue;
     }
-    detail::split(text, ',', fields);
+    detail::csv_split(text, ',', fields);
     if (column.empty()) {
       std::array<bool, 3> seen{};
       for (const auto f : fields) {
@@ -85,7 +85,7 @@ inline sample_set read_sample_csv(std::istream& in) {
       auto& v = values[k];
       if (k == 0) {
         std::int64_t x = 0;
-        PACKSWAP_EXPECTS(detail::parse_int(fields[c], x), errc::parse_error,
+        PACKSWAP_EXPECTS(detail::csv_int(fields[c], x), errc::parse_error,
                          "line " << line_no << ", field 'tokens': '" << fields[c]
                                  << "' is not an integer in int64 range");
         v.push_back(x);
@@ -94,10 +94,10 @@ inline sample_set read_sample_csv(std::istream& in) {
       if (fields[c].empty()) {
         continue;
       }
-      detail::split(fields[c], ';', items);
+      detail::csv_split(fields[c], ';', items);
       for (const auto item : items) {
         std::int64_t x = 0;
-        PACKSWAP_EXPECTS(detail::parse_int(item, x), errc::parse_error,
+        PACKSWAP_EXPECTS(detail::csv_int(item, x), errc::parse_error,
                          "line " << line_no << ", field '" << known[k] << "': '" << fields[c]
                                  << "' is not a ';'-separated list of integers in int64 range");
         v.push_back(x);

@@ -213,17 +213,22 @@ inline std::vector<std::string> workload_preset_names() {
 
 /// A named workload.
 ///
-/// - `vlm-pretrain` (the default): a vision-language pretraining mix. Samples are mostly 1,200 to
-///   4,200 tokens, plus shorter text. 20% text only (half of them short, 64 to 1,200 tokens; one
-///   to three documents); 40% one image at medium or high resolution (24 to 56 merged patches a
-///   side, 576 to 3,136 tokens) with 256 to 2,048 text tokens; 25% interleaved, 2 to 4 images of
-///   256 to 1,024 tokens with 256 to 1,536 text tokens; a heavy tail of 8% very high resolution
-///   (1 or 2 images of 48 to 64 patches a side, 2,304 to 4,096 tokens each) and 7% many images (6
-///   to 12 images of 144 to 576 tokens).
-/// - `captioning`: short captions on single images at low to medium resolution (many small
-///   samples, 100 to 1,300 tokens), 10% text.
-/// - `high-res`: document and chart understanding: 85% single high-resolution images, 2,304 to
-///   4,096 tokens, with 128 to 2,048 text tokens; 15% text.
+/// - `vlm-pretrain` (the default): a vision-language pretraining mix. Most samples carry images
+///   and hold 1,200 to 4,200 tokens (79%; mean 2,229, at most about 5,500), with shorter text;
+///   two thirds of all tokens are image tokens. Kinds, by share of samples:
+///   - 40% caption: one image of 24 to 40 or 40 to 56 patches a side (576 to 3,136 tokens), 16 to
+///     256 text tokens;
+///   - 15% image QA / OCR: one image of 24 to 48 a side (576 to 2,304), 256 to 2,048 text tokens;
+///   - 20% interleaved: 2 to 4 images of 16 to 32 a side (256 to 1,024 each), 512 to 2,048 text;
+///   - 15% text only: 64 to 1,200 tokens (8 in 15) or 1,200 to 4,200, one to three documents;
+///   - heavy tail: 5% high resolution, one image of 48 to 64 a side (2,304 to 4,096 tokens) with
+///     16 to 512 text tokens, and 5% many images, 6 to 12 of 12 to 20 a side (144 to 400 each)
+///     with 64 to 512 text tokens.
+/// - `captioning`: 90% short captions (8 to 256 tokens) on one image of 8 to 32 patches a side
+///   (64 to 1,024 tokens), 10% text of 64 to 1,200 tokens: many small samples.
+/// - `high-res`: document and chart understanding: 85% one image of 48 to 64 patches a side
+///   (2,304 to 4,096 tokens) with 128 to 2,048 text tokens; 15% text of 64 to 4,200 tokens. The
+///   image-dominated mix on which the 2D packer falls to about 66% efficiency.
 /// - `text-only`: no images: 64 to 6,000 tokens, one to four documents (an LLM-only stream).
 ///
 /// Throws `errc::invalid_argument` listing the known names for an unknown one.

@@ -15,19 +15,6 @@ namespace packswap::detail {
 /// The largest pack capacity the packers accept: they keep a few arrays indexed by token count.
 inline constexpr std::int64_t max_pack_capacity = std::int64_t{1} << 22;
 
-/// Index of the highest set bit of `x`, which must not be 0.
-inline int highest_bit(std::uint64_t x) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  return 63 - __builtin_clzll(x);
-#else
-  int i = 0;
-  while (x >>= 1) {
-    ++i;
-  }
-  return i;
-#endif
-}
-
 /// A set of integers in `[0, n)` that finds the largest member `<= x` in a few word operations:
 /// one 64-bit word per 64 members, and above that one bit per non-empty word, up to a single word.
 class bit_tree {
@@ -89,6 +76,19 @@ class bit_tree {
   }
 
  private:
+  // Index of the highest set bit of `x`, which must not be 0.
+  static int highest_bit(std::uint64_t x) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    return 63 - __builtin_clzll(x);
+#else
+    int i = 0;
+    while (x >>= 1) {
+      ++i;
+    }
+    return i;
+#endif
+  }
+
   std::vector<std::vector<std::uint64_t>> levels_;
 };
 
@@ -378,10 +378,9 @@ struct buffered_params {
 /// best wins (ties: the larger first sample). At the end the buffer drains the same way.
 ///
 /// Opening with the oldest sample bounds reordering (a sample waits at most `buffer` packs once
-/// buffered) and keeps large samples in the buffer, where they fill gaps; always opening with the
-/// largest drains them and leaves gaps only small samples could fill. A new pack always takes a
-/// sample (every buffered one fits an empty pack), so the loop ends after at most one pack per
-/// sample.
+/// buffered) and keeps large samples in the buffer, where they fill gaps (see `greedy_packer`).
+/// A new pack always takes a sample (every buffered one fits an empty pack), so the loop ends
+/// after at most one pack per sample.
 template <class Buffer>
 pack_list pack_buffered(const sample_set& set, const buffered_params& prm, Buffer& candidates) {
   const auto tokens = set.tokens();
@@ -419,13 +418,6 @@ pack_list pack_buffered(const sample_set& set, const buffered_params& prm, Buffe
       ++buffered;
     }
   };
-  const auto place = [&](std::int32_t id) {
-    const auto s = static_cast<std::size_t>(id);
-    out.add(id, tokens[s], images[s]);
-    done[s] = 1;
-    --buffered;
-    admit();
-  };
   // The largest fit, unless a pair that starts lower fills the pack better (see above).
   const auto choose = [&](std::int64_t room, std::int64_t image_room) -> std::int32_t {
     const std::int64_t a = candidates.largest(room, image_room);
@@ -455,18 +447,19 @@ pack_list pack_buffered(const sample_set& set, const buffered_params& prm, Buffe
     while (done[oldest] != 0) {
       ++oldest;
     }
-    place(candidates.take_oldest(tokens[oldest]));
-    std::int64_t room = prm.capacity - tokens[oldest];
-    std::int64_t image_room = prm.budget - images[oldest];
-    for (;;) {
-      const std::int32_t id = choose(room, image_room);
-      if (id < 0) {
-        break;
-      }
-      room -= tokens[static_cast<std::size_t>(id)];
-      image_room -= images[static_cast<std::size_t>(id)];
-      place(id);
-    }
+    std::int32_t id = candidates.take_oldest(tokens[oldest]);
+    std::int64_t room = prm.capacity;
+    std::int64_t image_room = prm.budget;
+    do {
+      const auto s = static_cast<std::size_t>(id);
+      out.add(id, tokens[s], images[s]);
+      room -= tokens[s];
+      image_room -= images[s];
+      done[s] = 1;
+      --buffered;
+      admit();
+      id = choose(room, image_room);
+    } while (id >= 0);
     out.close();
   }
   return out;
