@@ -1,6 +1,8 @@
 // packswap-pack: packs a workload preset or a CSV of per-sample statistics with the 1D greedy
 // packer, the 2D budgeted packer, or both side by side, and reports packing efficiency and the
 // spread of image tokens per pack (the vision encoder's load). Run with --help.
+#include "../common/cli.hpp"
+
 #include <packswap/packing/budgeted_packer.hpp>
 #include <packswap/packing/greedy_packer.hpp>
 #include <packswap/packing/metrics.hpp>
@@ -8,7 +10,6 @@
 #include <packswap/packing/workload.hpp>
 
 #include <cerrno>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -16,7 +17,6 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace {
@@ -68,84 +68,43 @@ struct options {
   bool help = false;
 };
 
-struct usage_error {
-  std::string message;
-};
-
-std::int64_t parse_int(std::string_view flag, std::string_view text) {
-  std::int64_t v = 0;
-  const char* end = text.data() + text.size();
-  const auto r = std::from_chars(text.data(), end, v);
-  if (text.empty() || r.ec != std::errc() || r.ptr != end) {
-    throw usage_error{std::string(flag) + " needs an integer, got '" + std::string(text) + "'"};
-  }
-  return v;
-}
-
 options parse(int argc, char** argv) {
+  const packswap::cli::options cl(argc, argv,
+                                  {"preset", "samples", "seed", "csv", "packer", "capacity",
+                                   "budget", "buffer", "lookahead", "oversize"},
+                                  {"json", "help"});
+  constexpr std::int64_t any_lo = INT64_MIN;
+  constexpr std::int64_t any_hi = INT64_MAX;
   options o;
-  bool from_preset = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (arg == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (arg.substr(0, 2) != "--") {
-      throw usage_error{"unexpected argument '" + std::string(arg) + "'"};
-    }
-    if (i + 1 >= argc) {
-      throw usage_error{std::string(arg) + " needs a value"};
-    }
-    const std::string_view value = argv[++i];
-    if (arg == "--preset") {
-      o.preset = std::string(value);
-      from_preset = true;
-    } else if (arg == "--samples") {
-      o.samples = parse_int(arg, value);
-      from_preset = true;
-    } else if (arg == "--seed") {
-      const auto s = parse_int(arg, value);
-      if (s < 0) {
-        throw usage_error{"--seed must be >= 0, got " + std::string(value)};
-      }
-      o.seed = static_cast<std::uint64_t>(s);
-      from_preset = true;
-    } else if (arg == "--csv") {
-      o.csv = std::string(value);
-    } else if (arg == "--packer") {
-      if (value != "1d" && value != "2d") {
-        throw usage_error{"--packer must be 1d or 2d, got '" + std::string(value) + "'"};
-      }
-      o.packer = std::string(value);
-    } else if (arg == "--capacity") {
-      o.capacity = parse_int(arg, value);
-    } else if (arg == "--budget") {
-      o.budget = parse_int(arg, value);
-    } else if (arg == "--buffer") {
-      o.buffer = parse_int(arg, value);
-    } else if (arg == "--lookahead") {
-      o.lookahead = parse_int(arg, value);
-    } else if (arg == "--oversize") {
-      if (value != "skip" && value != "reject") {
-        throw usage_error{"--oversize must be skip or reject, got '" + std::string(value) + "'"};
-      }
-      o.oversize =
-          value == "skip" ? packswap::oversize_policy::skip : packswap::oversize_policy::reject;
-    } else {
-      throw usage_error{"unknown option '" + std::string(arg) + "' (see --help)"};
-    }
+  o.help = cl.flag("help");
+  o.json = cl.flag("json");
+  o.preset = cl.text("preset", o.preset);
+  o.samples = cl.integer("samples", o.samples, any_lo, any_hi); // the generator validates it
+  o.seed = static_cast<std::uint64_t>(cl.integer("seed", 1, 0, any_hi));
+  o.csv = cl.text("csv", "");
+  o.packer = cl.text("packer", "");
+  if (!o.packer.empty() && o.packer != "1d" && o.packer != "2d") {
+    throw packswap::cli::usage_error("--packer must be 1d or 2d, got '" + o.packer + "'");
   }
-  if (!o.csv.empty() && from_preset) {
-    throw usage_error{"--csv reads its samples from the file: it takes no --preset, --samples or "
-                      "--seed"};
+  // Capacity, budget, buffer and lookahead are checked by the packers, with their messages.
+  o.capacity = cl.integer("capacity", o.capacity, any_lo, any_hi);
+  if (cl.has("budget")) {
+    o.budget = cl.integer("budget", 0, any_lo, any_hi);
+  }
+  o.buffer = cl.integer("buffer", o.buffer, any_lo, any_hi);
+  o.lookahead = cl.integer("lookahead", o.lookahead, any_lo, any_hi);
+  const auto oversize = cl.text("oversize", "skip");
+  if (oversize != "skip" && oversize != "reject") {
+    throw packswap::cli::usage_error("--oversize must be skip or reject, got '" + oversize + "'");
+  }
+  o.oversize =
+      oversize == "skip" ? packswap::oversize_policy::skip : packswap::oversize_policy::reject;
+  if (!o.csv.empty() && (cl.has("preset") || cl.has("samples") || cl.has("seed"))) {
+    throw packswap::cli::usage_error(
+        "--csv reads its samples from the file: it takes no --preset, --samples or --seed");
   }
   if (o.budget && o.packer == "1d") {
-    throw usage_error{"--budget applies to the 2d packer only"};
+    throw packswap::cli::usage_error("--budget applies to the 2d packer only");
   }
   return o;
 }
@@ -332,8 +291,8 @@ int main(int argc, char** argv) {
   options o;
   try {
     o = parse(argc, argv);
-  } catch (const usage_error& e) {
-    std::fprintf(stderr, "packswap-pack: %s\n", e.message.c_str());
+  } catch (const packswap::cli::usage_error& e) {
+    std::fprintf(stderr, "packswap-pack: %s (see --help)\n", e.what());
     return 2;
   }
   if (o.help) {
