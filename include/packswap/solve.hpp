@@ -76,15 +76,13 @@ solution solve(span<const pack_meta> packs, const shape& s, const solve_options&
     a = balance_policy(costs, s, opt.mode);
     validate_assignment(a, s);
   }
-  {
-    const auto loads = cell_loads(costs, a, s);
-    out.stage1_a = step_time_a(loads, s);
-    out.stage1_b = step_time_b(loads, s);
-  }
+  const auto stage1_loads = cell_loads(costs, a, s);
+  out.stage1_a = step_time_a(stage1_loads, s);
+  out.stage1_b = step_time_b(stage1_loads, s);
   if (opt.refine) {
     const refine_options ropt{opt.mode, opt.eps, opt.topology};
     if constexpr (std::is_same_v<Refiner, refiner>) {
-      a = detail::refine_sorted(packs, costs, order, s, a, ropt);
+      a = detail::refine_sorted(packs, order, s, a, stage1_loads, ropt);
     } else {
       a = refine_policy(packs, s, a, ropt);
       validate_assignment(a, s);

@@ -82,12 +82,11 @@ inline std::int64_t weighted_bytes(span<const pack_meta> packs, const assignment
   return sum;
 }
 
-// Stage 2 given `order` (pack ids by cost descending). No validation.
-inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int64_t> costs,
-                                span<const std::int32_t> order, const shape& s,
-                                const assignment& stage1, const refine_options& opt) {
+// Stage 2 given `order` (pack ids by cost descending) and stage 1's cell loads. No validation.
+inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
+                                const shape& s, const assignment& stage1,
+                                span<const std::int64_t> loads, const refine_options& opt) {
   const std::int64_t ppm = eps_ppm(opt.eps);
-  const auto loads = cell_loads(costs, stage1, s);
   const std::int64_t limit = relax(step_time_b(loads, s), ppm);
   // Micro-step maxima of stage 1: keeping every cell under its micro-step's cap keeps A (in
   // per_step mode A may grow by eps too, so the caps do).
@@ -152,7 +151,8 @@ class refiner {
       costs[p] = packs[p].cost;
     }
     const auto order = detail::order_desc(costs);
-    return detail::refine_sorted(packs, costs, order, s, stage1, opt);
+    const auto loads = cell_loads(costs, stage1, s);
+    return detail::refine_sorted(packs, order, s, stage1, loads, opt);
   }
 };
 
