@@ -89,9 +89,8 @@ inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
 namespace packswap::detail {
 
 /// Sorts `data[0..n)` by `key(element)` descending, stably (equal keys keep their order), using
-/// `scratch` (resized as needed). Keys are computed once; an LSD radix sort then orders
-/// (max key - key, position) words on the digits where they differ (8-bit digits, 11-bit for
-/// large inputs), with insertion sort for short ranges. Keys may be any int64 values.
+/// `scratch` (resized as needed). An LSD radix sort on 8-bit digits of (max key - key) that skips
+/// digits all keys share, with insertion sort for short ranges. Keys may be any int64 values.
 template <class T, class Key>
 void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) {
   if (n < 48) {
@@ -118,33 +117,16 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
   if (range == 0) {
     return;
   }
-  int pos_bits = 1;
-  while ((std::uint64_t{1} << pos_bits) < n) {
-    ++pos_bits;
-  }
-  int range_bits = 0;
-  while (range_bits < 64 && (range >> range_bits) != 0) {
-    ++range_bits;
-  }
-  if (range_bits + pos_bits > 64) { // cannot pack: fall back to a comparison sort
-    std::stable_sort(data, data + n, [&](const T& a, const T& b) { return key(a) > key(b); });
-    return;
-  }
-  // Word = (kmax - key) above the position: ascending words = descending keys, stable.
-  std::vector<std::uint64_t> word(n);
-  std::vector<std::uint64_t> tmp(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    word[i] = ((static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(key(data[i])))
-               << pos_bits) |
-              i;
-  }
-  const int bits = n >= 4096 ? 11 : 8;
-  const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
-  std::vector<std::uint32_t> count(std::size_t{1} << bits);
-  for (int shift = pos_bits; shift < pos_bits + range_bits; shift += bits) {
-    std::fill(count.begin(), count.end(), 0u);
-    for (const auto w : word) {
-      ++count[(w >> shift) & mask];
+  scratch.resize(n);
+  T* from = data;
+  T* to = scratch.data();
+  std::uint32_t count[256];
+  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 8) {
+    std::fill(count, count + 256, 0u);
+    for (std::size_t i = 0; i < n; ++i) {
+      ++count[((static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(key(from[i]))) >>
+               shift) &
+              0xff];
     }
     std::uint32_t run = 0;
     for (auto& c : count) {
@@ -152,15 +134,15 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
       c = run;
       run += x;
     }
-    for (const auto w : word) {
-      tmp[count[(w >> shift) & mask]++] = w;
+    for (std::size_t i = 0; i < n; ++i) {
+      to[count[((static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(key(from[i]))) >>
+                shift) &
+               0xff]++] = from[i];
     }
-    word.swap(tmp);
+    std::swap(from, to);
   }
-  scratch.assign(data, data + n);
-  const std::uint64_t pos_mask = (std::uint64_t{1} << pos_bits) - 1;
-  for (std::size_t i = 0; i < n; ++i) {
-    data[i] = scratch[static_cast<std::size_t>(word[i] & pos_mask)];
+  if (from != data) {
+    std::copy(from, from + n, data);
   }
 }
 
