@@ -318,9 +318,15 @@ class home_first {
   // (1) Keep own packs, largest weighted bytes first, while the rank can still be completed and
   // completing it with cheap packs of the levels it lacks (the low band quantile of each) stays
   // within the limit; then, while even expensive packs (the high quantile) would leave it short of
-  // the limit, give up the kept packs that weigh least and cost less than that quantile: such a
-  // rank must take a share of the heavy packs others give up.
+  // the average load, give up the kept packs that weigh least and cost less than that quantile:
+  // such a rank must take a share of the heavy packs others give up.
   void pin() {
+    std::int64_t total = 0;
+    for (std::size_t p = 0; p < n_; ++p) {
+      total += cost_[p];
+    }
+    const std::int64_t target = std::min(limit_, (total + static_cast<std::int64_t>(dp_) - 1) /
+                                                     static_cast<std::int64_t>(dp_));
     const auto lo = level_quantile(tuning_.band_low_permille);
     const auto hi = level_quantile(tuning_.band_high_permille);
     slack_used_.assign(k_, 0);
@@ -400,9 +406,11 @@ class home_first {
           remove(p);
         }
       }
-      // Too light to be completed near the limit: give up cheap packs, lightest bytes first.
+      // Too light to reach the average load even with expensive packs in its free slots: give up
+      // cheap packs, lightest bytes first. (The average, not the limit: with eps > 0 the limit
+      // sits above the average, and aiming every light rank at it would unpin for nothing.)
       bool fits = evaluate();
-      for (auto it = end; it != begin && fits && load_[r] + fill_hi < limit_;) {
+      for (auto it = end; it != begin && fits && load_[r] + fill_hi < target;) {
         --it;
         const auto p = static_cast<std::size_t>(*it);
         if (rank_of_[p] == static_cast<std::int32_t>(r) &&
@@ -895,10 +903,12 @@ class home_first {
     }
   }
 
-  // (4) For every pack away from home, swap it with a pack its home rank holds for somebody else
-  // when both loads stay within the limit, levels stay valid and fewer weighted bytes move. With
-  // several nodes, ranks on the home node are tried too: a pack one hop from home inside its node
-  // is cheaper than one across nodes.
+  // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
+  // else, when fewer weighted bytes move, levels stay valid and both loads stay within the limit.
+  // When the loads would not, a second, compensating trade between the same two ranks may carry
+  // the difference back: two packs u (on h) and v (on p's rank) of one level, both away from
+  // home, so moving them again costs nothing. With several nodes, ranks on p's home node are
+  // tried as partners too: a pack one hop from home inside its node is cheaper than one across.
   void bring_home() {
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
       bool changed = false;
@@ -908,8 +918,17 @@ class home_first {
         if (r == h) {
           continue;
         }
-        std::size_t best_q = n_;
-        std::int64_t best_delta = 0;
+        struct move {
+          std::size_t q = 0, u = 0, v = 0; // u == v: no compensating trade
+          std::int64_t delta = 0;
+        } best;
+        bool found = false;
+        const auto consider = [&](const move& m) {
+          if (m.delta < 0 && (!found || m.delta < best.delta)) {
+            best = m;
+            found = true;
+          }
+        };
         const auto try_rank = [&](std::size_t t) {
           if (t == r) {
             return;
@@ -919,19 +938,37 @@ class home_first {
             if (src(q) == t) {
               continue; // q is home: trading it away gains nothing in general
             }
-            const std::int64_t d = cost_[p] - cost_[q]; // load moving from r to t
-            if (load_[t] + d > limit_ || load_[r] - d > limit_) {
-              continue;
-            }
             const std::int64_t delta = swap_delta(p, r, q, t);
-            if (delta >= best_delta) {
+            if (delta >= 0 || (found && delta >= best.delta) ||
+                !level_room(t, level_[p], level_[q]) || !level_room(r, level_[q], level_[p])) {
               continue;
             }
-            if (!level_room(t, level_[p], level_[q]) || !level_room(r, level_[q], level_[p])) {
+            const std::int64_t d = cost_[p] - cost_[q]; // load moving from r to t
+            if (load_[t] + d <= limit_ && load_[r] - d <= limit_) {
+              consider({q, 0, 0, delta});
               continue;
             }
-            best_delta = delta;
-            best_q = q;
+            if (t != h) {
+              continue; // compensation only for the trade that brings p home
+            }
+            // A same-level trade u (on t) <-> v (on r) moving e back from t to r.
+            for (std::size_t a = 0; a < used_[t]; ++a) {
+              const auto u = static_cast<std::size_t>(items_[t * k_ + a]);
+              if (u == q || src(u) == t) {
+                continue;
+              }
+              for (std::size_t b = 0; b < used_[r]; ++b) {
+                const auto v = static_cast<std::size_t>(items_[r * k_ + b]);
+                if (v == p || level_[v] != level_[u] || src(v) == r) {
+                  continue;
+                }
+                const std::int64_t e = cost_[u] - cost_[v];
+                if (load_[t] + d - e > limit_ || load_[r] - d + e > limit_) {
+                  continue;
+                }
+                consider({q, u, v, delta + swap_delta(u, t, v, r)});
+              }
+            }
           }
         };
         try_rank(h);
@@ -943,8 +980,11 @@ class home_first {
             }
           }
         }
-        if (best_q < n_) {
-          swap_packs(p, best_q);
+        if (found) {
+          swap_packs(p, best.q);
+          if (best.u != best.v) {
+            swap_packs(best.u, best.v);
+          }
           changed = true;
         }
       }
