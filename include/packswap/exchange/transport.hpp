@@ -1,0 +1,172 @@
+#pragma once
+
+/// The transport concept: what the exchange engine needs from a communication backend.
+///
+/// A transport is one rank's endpoint of a group of `size()` ranks. It offers two operations,
+/// both started without blocking and completed through a `request`:
+///  - an all-gather of one fixed-size record block per rank (the per-pack metadata), and
+///  - a group of point-to-point sends and receives of byte buffers (the packs).
+/// Backends: `threads_transport` (ranks are threads of one process, host memory),
+/// `mpi_transport` (processes, host memory; `packswap/mpi/transport.hpp`) and
+/// `nccl::transport` (GPUs, device memory, stream-ordered; `packswap/nccl/transport.hpp`).
+///
+/// Matching rule, the same on every backend: between two ranks, the n-th send one rank starts to
+/// the other matches the n-th receive the other starts from it. The engine starts operations in
+/// the same order on every rank, so both ends of every link agree.
+///
+/// Thread-safety contract every backend keeps: one thread starts operations (`start_*`, the
+/// stream hooks), another waits for and cancels them (`wait`, `cancel`); `abort` may come from
+/// either. A request belongs to one operation at a time and must stay at the same address until
+/// it completed or was cancelled.
+
+#include "packswap/detail/span.hpp"
+#include "packswap/error.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace packswap {
+
+/// The clock of every exchange deadline.
+using exchange_clock = std::chrono::steady_clock;
+
+/// A point in time after which a wait gives up.
+using deadline = exchange_clock::time_point;
+
+/// Where a transport's buffers live.
+enum class memory_space {
+  host,   ///< ordinary host memory: the engine may read payloads (checksums)
+  device, ///< GPU memory: payloads are only touched by stream-ordered GPU work
+};
+
+/// One send of a group: `bytes` bytes at `data` to rank `peer`. `data` stays valid and unchanged
+/// until the request completes or is cancelled.
+struct send_op {
+  std::int32_t peer = 0;
+  const void* data = nullptr;
+  std::int64_t bytes = 0;
+};
+
+/// One receive of a group: up to `bytes` bytes from rank `peer` into `data`. On completion the
+/// transport sets `received` to the byte count the sender sent (which differs from `bytes` only
+/// when something is wrong; the engine checks it). The `recv_op` itself must stay at its address
+/// until the request completes or is cancelled.
+struct recv_op {
+  std::int32_t peer = 0;
+  void* data = nullptr;
+  std::int64_t bytes = 0;
+  std::int64_t received = -1;
+};
+
+/// The "stream" of a host transport: none. Host transports complete on the host.
+struct host_stream {};
+
+/// The fence of a host transport: nothing to wait for.
+struct host_fence {};
+
+namespace detail {
+
+template <class...>
+using void_t = void;
+
+template <class T, class = void>
+struct has_transport_members : std::false_type {};
+
+template <class T>
+struct has_transport_members<
+    T,
+    void_t<typename T::request, typename T::stream_type, typename T::fence, decltype(T::memory),
+           decltype(T::stream_ordered), decltype(std::declval<const T&>().rank()),
+           decltype(std::declval<const T&>().size()),
+           decltype(std::declval<T&>().start_all_gather(std::declval<typename T::request&>(),
+                                                        std::declval<span<const std::byte>>(),
+                                                        std::declval<span<std::byte>>())),
+           decltype(std::declval<T&>().start_exchange(std::declval<typename T::request&>(),
+                                                      std::declval<span<const send_op>>(),
+                                                      std::declval<span<recv_op>>())),
+           decltype(std::declval<T&>().wait(std::declval<typename T::request&>(),
+                                            std::declval<deadline>())),
+           decltype(std::declval<T&>().cancel(std::declval<typename T::request&>())),
+           decltype(std::declval<T&>().abort(errc::transport, std::declval<const std::string&>())),
+           decltype(std::declval<T&>().allocate(std::size_t{})),
+           decltype(std::declval<T&>().deallocate(std::declval<void*>(), std::size_t{})),
+           decltype(std::declval<T&>().record(std::declval<typename T::fence&>(),
+                                              std::declval<typename T::stream_type>())),
+           decltype(std::declval<T&>().mark(std::declval<typename T::fence&>())),
+           decltype(std::declval<T&>().wait_fence(std::declval<typename T::fence&>(),
+                                                  std::declval<typename T::stream_type>())),
+           decltype(std::declval<T&>().start_after(std::declval<typename T::fence&>()))>>
+    : std::bool_constant<
+          std::is_default_constructible_v<typename T::request> &&
+          std::is_default_constructible_v<typename T::fence> &&
+          std::is_convertible_v<decltype(std::declval<const T&>().rank()), std::int32_t> &&
+          std::is_convertible_v<decltype(std::declval<const T&>().size()), std::int32_t> &&
+          std::is_same_v<decltype(std::declval<T&>().wait(std::declval<typename T::request&>(),
+                                                          std::declval<deadline>())),
+                         bool> &&
+          std::is_same_v<std::remove_cv_t<decltype(T::memory)>, memory_space>&& noexcept(
+              std::declval<T&>().cancel(
+                  std::declval<
+                      typename T::
+                          request&>()))&& noexcept(std::declval<T&>()
+                                                       .abort(
+                                                           errc::transport,
+                                                           std::declval<
+                                                               const std::
+                                                                   string&>()))&& noexcept(std::declval<T&>()
+                                                                                               .deallocate(
+                                                                                                   std::declval<
+                                                                                                       void*>(),
+                                                                                                   std::
+                                                                                                       size_t{}))> {
+};
+
+} // namespace detail
+
+/// True when `T` models the transport concept. A transport `t` of type `T` provides:
+///
+/// | expression | meaning |
+/// | --- | --- |
+/// | `T::request` | default-constructible completion handle, reused from one operation to the next
+/// | | `T::memory` | `memory_space::host` or `memory_space::device` (where `allocate` puts buffers)
+/// | | `T::stream_ordered` | true when completion is ordered on the caller's GPU stream (NCCL) | |
+/// `T::stream_type`, `T::fence` | the caller's stream and a marker on it (`host_stream`,
+/// `host_fence` for host backends) | | `t.rank()`, `t.size()` | this rank and the number of ranks |
+/// | `t.start_all_gather(req, mine, all)` | starts gathering every rank's `mine` into `all` (rank
+/// r's block at `r * mine.size()`); host spans on every backend | | `t.start_exchange(req, sends,
+/// recvs)` | starts a group of sends and receives (matching rule above) | | `t.wait(req, deadline)`
+/// | true once `req` completed, false at the deadline; throws `packswap::error` when it failed | |
+/// `t.cancel(req)` | `noexcept`: withdraws an unfinished request; afterwards the transport touches
+/// none of its buffers | | `t.abort(code, message)` | `noexcept`: fails every pending and later
+/// operation here and, as far as the backend can, on the other ranks | | `t.allocate(n)`,
+/// `t.deallocate(p, n)` | buffers in `T::memory` (stream-ordered on GPU backends); `deallocate` is
+/// `noexcept` | | `t.record(f, s)`, `t.mark(f)` | fence at the end of the caller's stream `s` / of
+/// the transport's own stream | | `t.wait_fence(f, s)`, `t.start_after(f)` | the caller's stream /
+/// later transport work waits for `f` (no host blocking) |
+///
+/// Errors are `packswap::error` with `errc::transport` (or `cuda`/`nccl`); an abort seen from
+/// another rank keeps that rank's code and message.
+template <class T>
+inline constexpr bool is_transport_v = detail::has_transport_members<T>::value;
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+/// C++20 spelling of `is_transport_v`.
+template <class T>
+concept transport = is_transport_v<T>;
+#endif
+
+namespace detail {
+
+/// Milliseconds from `now` to `d`, for messages; 0 once it passed.
+inline long long millis_left(deadline d) noexcept {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(d - exchange_clock::now());
+  return left.count() > 0 ? static_cast<long long>(left.count()) : 0;
+}
+
+} // namespace detail
+} // namespace packswap
