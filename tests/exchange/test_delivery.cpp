@@ -39,10 +39,10 @@ void check_delivery(std::int32_t dp, std::int32_t ga, std::int32_t mbs,
     }
   }
   CHECK(seen.size() == static_cast<std::size_t>(batches * s.packs()));
-  for (const auto& [key, n] : seen) {
-    CAPTURE(key.first);
-    CAPTURE(key.second);
-    CHECK(n == 1);
+  for (const auto& entry : seen) {
+    CAPTURE(entry.first.first);
+    CAPTURE(entry.first.second);
+    CHECK(entry.second == 1);
   }
 }
 

@@ -169,7 +169,7 @@ TEST_CASE("the constructor refuses a shape that does not match the transport") {
 }
 
 TEST_CASE("destroying engines mid-flight is clean and leaves no thread behind") {
-  const int before = pt::thread_count();
+  const int before = pt::baseline_thread_count();
   for (int round = 0; round < 50; ++round) {
     threads_world world(2);
     pt::rethrow_first(pt::run_ranks(2, [&](std::int32_t r) {
