@@ -154,23 +154,30 @@ packswap::nccl::transport_options options(bool packswap_ctas, std::int64_t bytes
   return o;
 }
 
+// One micro-step's packs sent to this rank itself, into `dst`.
+struct self_exchange {
+  self_exchange(const gpu& g, std::int64_t bytes, void* dst) {
+    for (std::int32_t i = 0; i < mbs; ++i) {
+      sends.push_back({0, g.payload, bytes / mbs});
+      recvs.push_back({0, static_cast<char*>(dst) + i * (bytes / mbs), bytes / mbs, -1});
+    }
+  }
+  std::vector<packswap::send_op> sends;
+  std::vector<packswap::recv_op> recvs;
+};
+
 // The exchange of one micro-step alone on an idle GPU.
 double exchange_alone_ms(packswap::nccl::transport& t, std::int64_t bytes) {
   gpu& g = device();
   void* dst = t.allocate(static_cast<std::size_t>(bytes));
-  std::vector<packswap::send_op> sends;
-  std::vector<packswap::recv_op> recvs;
-  for (std::int32_t i = 0; i < mbs; ++i) {
-    sends.push_back({0, g.payload, bytes / mbs});
-    recvs.push_back({0, static_cast<char*>(dst) + i * (bytes / mbs), bytes / mbs, -1});
-  }
+  self_exchange ops(g, bytes, dst);
   std::vector<double> runs;
   packswap::nccl::transport::request req;
   for (int i = 0; i < 7; ++i) {
     event start;
     event stop;
     PACKSWAP_CUDA_TRY(cudaEventRecord(start.get(), t.stream()));
-    t.start_exchange(req, packswap::span<const packswap::send_op>(sends), recvs);
+    t.start_exchange(req, packswap::span<const packswap::send_op>(ops.sends), ops.recvs);
     PACKSWAP_CUDA_TRY(cudaEventRecord(stop.get(), t.stream()));
     PACKSWAP_CUDA_TRY(cudaEventSynchronize(stop.get()));
     if (!t.wait(req, packswap::exchange_clock::now() + std::chrono::seconds(60))) {
@@ -203,12 +210,7 @@ void synchronous(benchmark::State& state, std::int64_t bytes, bool packswap_ctas
                               options(packswap_ctas, bytes));
   const double alone = exchange_alone_ms(t, bytes);
   void* dst = t.allocate(static_cast<std::size_t>(bytes));
-  std::vector<packswap::send_op> sends;
-  std::vector<packswap::recv_op> recvs;
-  for (std::int32_t i = 0; i < mbs; ++i) {
-    sends.push_back({0, g.payload, bytes / mbs});
-    recvs.push_back({0, static_cast<char*>(dst) + i * (bytes / mbs), bytes / mbs, -1});
-  }
+  self_exchange ops(g, bytes, dst);
   packswap::nccl::transport::request req;
   packswap::nccl::transport::fence arrived;
   packswap::nccl::transport::fence computed;
@@ -221,7 +223,7 @@ void synchronous(benchmark::State& state, std::int64_t bytes, bool packswap_ctas
     PACKSWAP_CUDA_TRY(cudaEventRecord(start.get(), g.compute));
     t.record(computed, g.compute);
     t.start_after(computed);
-    t.start_exchange(req, packswap::span<const packswap::send_op>(sends), recvs);
+    t.start_exchange(req, packswap::span<const packswap::send_op>(ops.sends), ops.recvs);
     t.mark(arrived);
     t.wait_fence(arrived, g.compute);
     PACKSWAP_CUDA_TRY(cudaEventRecord(gemm_start.get(), g.compute));

@@ -6,6 +6,7 @@
 #include <packswap/exchange/engine.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -55,6 +56,38 @@ inline void make_batch(rank_batch& out, std::uint64_t seed, std::int64_t batch, 
   }
 }
 
+/// One rank's packs of `batches` global batches, as `make_batch` makes them.
+inline std::vector<rank_batch> make_batches(std::uint64_t seed, std::int64_t batches,
+                                            std::int32_t rank, std::int64_t packs_per_rank,
+                                            std::int64_t max_bytes, std::int64_t min_bytes = 0) {
+  std::vector<rank_batch> out(static_cast<std::size_t>(batches));
+  for (std::int64_t k = 0; k < batches; ++k) {
+    make_batch(out[static_cast<std::size_t>(k)], seed, k, rank, packs_per_rank, max_bytes,
+               min_bytes);
+  }
+  return out;
+}
+
+/// The loop every test trains with: submit batch 0; then for each batch submit the next one first
+/// (so its gather and solve overlap), acquire and release each micro-step, and call
+/// `visit(k, m, cell, pack)` for every pack handed out.
+template <class Engine, class Visit>
+void train(Engine& e, const std::vector<rank_batch>& batches, std::int32_t ga, Visit&& visit) {
+  e.submit(batches[0].packs);
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    if (k + 1 < batches.size()) {
+      e.submit(batches[k + 1].packs);
+    }
+    for (std::int32_t m = 0; m < ga; ++m) {
+      const packswap::micro_batch cell = e.acquire(m);
+      for (const auto& p : cell.packs) {
+        visit(static_cast<std::int64_t>(k), m, cell, p);
+      }
+      e.release(m);
+    }
+  }
+}
+
 /// One pack as a rank saw it handed out by `engine::acquire`.
 struct delivery {
   std::int64_t batch = 0;
@@ -75,43 +108,77 @@ std::vector<delivery> drive(Transport& t, const packswap::shape& s,
                             std::uint64_t seed, std::int64_t max_bytes) {
   packswap::engine<Transport> e(t, s, opt);
   const std::int32_t r = t.rank();
-  std::vector<rank_batch> mine(static_cast<std::size_t>(batches));
-  for (std::int64_t k = 0; k < batches; ++k) {
-    make_batch(mine[static_cast<std::size_t>(k)], seed, k, r, s.packs_per_rank(), max_bytes);
-  }
+  const auto mine = make_batches(seed, batches, r, s.packs_per_rank(), max_bytes);
   std::vector<delivery> log;
   std::vector<unsigned char> expect;
-  e.submit(mine[0].packs);
-  for (std::int64_t k = 0; k < batches; ++k) {
-    if (k + 1 < batches) {
-      e.submit(mine[static_cast<std::size_t>(k + 1)].packs);
-    }
-    for (std::int32_t m = 0; m < s.ga; ++m) {
-      const auto cell = e.acquire(m);
-      for (const auto& p : cell.packs) {
-        fill_payload(expect, seed, k, p.source_rank, p.source_index, p.bytes);
-        delivery d;
-        d.batch = k;
-        d.pack = p.pack;
-        d.rank = r;
-        d.micro_step = m;
-        d.intact = p.bytes == static_cast<std::int64_t>(expect.size()) &&
-                   (p.bytes == 0 || std::memcmp(p.data, expect.data(), expect.size()) == 0);
-        const auto assigned = cell.solution->cells[static_cast<std::size_t>(p.pack)];
-        d.on_plan = cell.batch == k && assigned.rank == r && assigned.micro_step == m;
-        const auto* own = p.source_rank == r ? mine[static_cast<std::size_t>(k)]
-                                                   .packs[static_cast<std::size_t>(p.source_index)]
-                                                   .data
-                                             : nullptr;
-        // Kept packs are the submitter's own buffer; only packs of other ranks are received.
-        d.in_place = p.kept ? (p.source_rank == r && p.data == own)
-                            : (p.source_rank != r || opt.exchange_kept_packs);
-        log.push_back(d);
-      }
-      e.release(m);
-    }
-  }
+  train(e, mine, s.ga,
+        [&](std::int64_t k, std::int32_t m, const packswap::micro_batch& cell,
+            const packswap::pack_view& p) {
+          fill_payload(expect, seed, k, p.source_rank, p.source_index, p.bytes);
+          delivery d;
+          d.batch = k;
+          d.pack = p.pack;
+          d.rank = r;
+          d.micro_step = m;
+          d.intact = p.bytes == static_cast<std::int64_t>(expect.size()) &&
+                     (p.bytes == 0 || std::memcmp(p.data, expect.data(), expect.size()) == 0);
+          const auto assigned = cell.solution->cells[static_cast<std::size_t>(p.pack)];
+          d.on_plan = cell.batch == k && assigned.rank == r && assigned.micro_step == m;
+          const auto& batch = mine[static_cast<std::size_t>(k)];
+          const auto* own = p.source_rank == r
+                                ? batch.packs[static_cast<std::size_t>(p.source_index)].data
+                                : nullptr;
+          // Kept packs are the submitter's own buffer; only packs of other ranks are received.
+          d.in_place = p.kept ? (p.source_rank == r && p.data == own)
+                              : (p.source_rank != r || opt.exchange_kept_packs);
+          log.push_back(d);
+        });
   return log;
+}
+
+/// How a run with an injected fault ended on one rank.
+struct outcome {
+  bool failed = false;
+  packswap::errc code = packswap::errc::internal;
+  std::string what;
+  double seconds = 0; ///< from the start of the run to the error
+  bool worker_running = true;
+  std::int64_t buffer_bytes = -1;
+  std::int64_t wrong_packs = 0; ///< handed out with the wrong length or bytes: must stay 0
+  std::int64_t good_packs = 0;
+};
+
+/// Drives an engine on `t` over `batches` batches of non-empty packs (so that a data fault
+/// always has something to damage), checking every pack it is handed, until the run ends or the
+/// engine throws; then reads the engine's state after the error.
+template <class Transport>
+outcome drive_until_error(Transport& t, const packswap::shape& s,
+                          const packswap::engine_options& opt, std::int64_t batches,
+                          std::uint64_t seed, std::int64_t max_bytes) {
+  packswap::engine<Transport> e(t, s, opt);
+  const auto mine = make_batches(seed, batches, t.rank(), s.packs_per_rank(), max_bytes, 1);
+  outcome o;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<unsigned char> expect;
+  try {
+    train(e, mine, s.ga,
+          [&](std::int64_t k, std::int32_t, const packswap::micro_batch&,
+              const packswap::pack_view& p) {
+            fill_payload(expect, seed, k, p.source_rank, p.source_index, p.bytes);
+            const bool same = p.bytes == static_cast<std::int64_t>(expect.size()) &&
+                              std::memcmp(p.data, expect.data(), expect.size()) == 0;
+            (same ? o.good_packs : o.wrong_packs) += 1;
+          });
+  } catch (const packswap::error& err) {
+    o.failed = true;
+    o.code = err.code();
+    o.what = err.what();
+  }
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto st = e.stats();
+  o.worker_running = st.worker_running;
+  o.buffer_bytes = st.buffer_bytes;
+  return o;
 }
 
 /// Runs `f(rank)` on `n` threads and returns what each threw (null when nothing).

@@ -38,25 +38,20 @@ void run_ok(std::int32_t dp, std::int32_t ga, std::int32_t mbs, std::int64_t bat
       pt::make_batch(mine[static_cast<std::size_t>(k)], 1, k, r, s.packs_per_rank(), 3000);
     }
     std::vector<unsigned char> expect;
-    e.submit(mine[0].packs);
-    for (std::int64_t k = 0; k < batches; ++k) {
-      if (k + 1 < batches) {
-        e.submit(mine[static_cast<std::size_t>(k + 1)].packs);
-      }
-      for (std::int32_t m = 0; m < ga; ++m) {
-        auto cell = e.acquire(m);
-        REQUIRE(cell.batch == k);
-        REQUIRE(cell.packs.size() == static_cast<std::size_t>(mbs));
-        for (const auto& p : cell.packs) {
-          pt::fill_payload(expect, 1, k, p.source_rank, p.source_index, p.bytes);
-          REQUIRE(p.bytes == static_cast<std::int64_t>(expect.size()));
-          if (p.bytes > 0) {
-            REQUIRE(std::memcmp(p.data, expect.data(), expect.size()) == 0);
-          }
-        }
-        e.release(m);
-      }
-    }
+    std::int64_t seen = 0;
+    pt::train(e, mine, ga,
+              [&](std::int64_t k, std::int32_t, const packswap::micro_batch& cell,
+                  const packswap::pack_view& p) {
+                REQUIRE(cell.batch == k);
+                REQUIRE(cell.packs.size() == static_cast<std::size_t>(mbs));
+                pt::fill_payload(expect, 1, k, p.source_rank, p.source_index, p.bytes);
+                REQUIRE(p.bytes == static_cast<std::int64_t>(expect.size()));
+                if (p.bytes > 0) {
+                  REQUIRE(std::memcmp(p.data, expect.data(), expect.size()) == 0);
+                }
+                ++seen;
+              });
+    CHECK(seen == batches * ga * mbs);
   }));
 }
 
@@ -217,4 +212,41 @@ TEST_CASE("an engine whose peer never comes fails with a timeout naming the micr
   CHECK(e.stats().buffer_bytes == 0);
   // Every later call reports the same error.
   CHECK_THROWS_AS(e.release(0), packswap::error);
+}
+
+TEST_CASE("engine::abort fails this rank with errc::cancelled and the others promptly") {
+  threads_world world(3);
+  std::vector<std::string> what(3);
+  std::vector<errc> code(3, errc::internal);
+  const auto t0 = std::chrono::steady_clock::now();
+  pt::rethrow_first(pt::run_ranks(3, [&](std::int32_t r) {
+    threads_transport t(world, r);
+    engine_options opt;
+    opt.timeout = std::chrono::seconds(60); // long: only the abort can end this quickly
+    engine<threads_transport> e(t, {3, 2, 1}, opt);
+    pt::rank_batch b;
+    pt::make_batch(b, 8, 0, r, 2, 100);
+    try {
+      e.submit(b.packs);
+      if (r == 1) {
+        e.abort("the training step threw");
+      }
+      for (int k = 0; k < 100; ++k) {
+        e.acquire(0);
+        e.release(0);
+        e.acquire(1);
+        e.release(1);
+        e.submit(b.packs);
+      }
+    } catch (const packswap::error& err) {
+      what[static_cast<std::size_t>(r)] = err.what();
+      code[static_cast<std::size_t>(r)] = err.code();
+    }
+  }));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(what[r]);
+    CHECK(code[r] == errc::cancelled);
+    CHECK(what[r].find("rank 1 gave up: the training step threw") != std::string::npos);
+  }
 }

@@ -24,16 +24,7 @@ static_assert(packswap::is_transport_v<faulty>);
 
 namespace {
 
-struct outcome {
-  bool failed = false;
-  errc code = errc::internal;
-  std::string what;
-  double seconds = 0; // from the start of the run to the error
-  bool worker_running = true;
-  std::int64_t buffer_bytes = -1;
-  std::int64_t wrong_packs = 0;
-  std::int64_t good_packs = 0;
-};
+using pt::outcome;
 
 constexpr auto deadline_ms = std::chrono::milliseconds(300);
 
@@ -41,46 +32,12 @@ constexpr auto deadline_ms = std::chrono::milliseconds(300);
 std::vector<outcome> run_with(const packswap::shape& s, std::int32_t bad, const fault& f) {
   packswap::threads_world world(s.dp);
   std::vector<outcome> out(static_cast<std::size_t>(s.dp));
-  const auto t0 = std::chrono::steady_clock::now();
   pt::rethrow_first(pt::run_ranks(s.dp, [&](std::int32_t r) {
     packswap::threads_transport inner(world, r);
     faulty t(inner, r == bad ? f : fault{});
     packswap::engine_options opt;
     opt.timeout = deadline_ms;
-    packswap::engine<faulty> e(t, s, opt);
-    auto& o = out[static_cast<std::size_t>(r)];
-    std::vector<pt::rank_batch> mine(3);
-    for (std::int64_t k = 0; k < 3; ++k) {
-      // No empty packs here, so that a data fault always has something to damage.
-      pt::make_batch(mine[static_cast<std::size_t>(k)], 11, k, r, s.packs_per_rank(), 4000, 1);
-    }
-    std::vector<unsigned char> expect;
-    try {
-      e.submit(mine[0].packs);
-      for (std::int64_t k = 0; k < 3; ++k) {
-        if (k + 1 < 3) {
-          e.submit(mine[static_cast<std::size_t>(k + 1)].packs);
-        }
-        for (std::int32_t m = 0; m < s.ga; ++m) {
-          auto cell = e.acquire(m);
-          for (const auto& p : cell.packs) {
-            pt::fill_payload(expect, 11, k, p.source_rank, p.source_index, p.bytes);
-            const bool same = p.bytes == static_cast<std::int64_t>(expect.size()) &&
-                              std::memcmp(p.data, expect.data(), expect.size()) == 0;
-            (same ? o.good_packs : o.wrong_packs) += 1;
-          }
-          e.release(m);
-        }
-      }
-    } catch (const packswap::error& err) {
-      o.failed = true;
-      o.code = err.code();
-      o.what = err.what();
-      o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    const auto st = e.stats();
-    o.worker_running = st.worker_running;
-    o.buffer_bytes = st.buffer_bytes;
+    out[static_cast<std::size_t>(r)] = pt::drive_until_error(t, s, opt, 3, 11, 4000);
   }));
   return out;
 }

@@ -147,60 +147,16 @@ TEST_CASE("mpi: every pack reaches its assigned cell exactly once and byte-ident
 
 namespace {
 
-struct outcome {
-  bool failed = false;
-  errc code = errc::internal;
-  std::string what;
-  double seconds = 0;
-  bool worker_running = true;
-  std::int64_t buffer_bytes = -1;
-  std::int64_t wrong = 0;
-};
+using pt::outcome;
 
 // Runs 3 batches with `f` injected on rank `bad`; small packs, so that MPI sends complete eagerly.
 outcome run_fault(int bad, const packswap::fault& f) {
-  const int dp = world_size();
-  const packswap::shape s{dp, 2, 2};
   mpi_transport inner(MPI_COMM_WORLD);
   using faulty = packswap::fault_injecting_transport<mpi_transport>;
   faulty t(inner, world_rank() == bad ? f : packswap::fault{});
   packswap::engine_options opt;
   opt.timeout = std::chrono::milliseconds(500);
-  packswap::engine<faulty> e(t, s, opt);
-  std::vector<pt::rank_batch> mine(3);
-  for (std::int64_t k = 0; k < 3; ++k) {
-    pt::make_batch(mine[static_cast<std::size_t>(k)], 77, k, t.rank(), s.packs_per_rank(), 2000, 1);
-  }
-  outcome o;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<unsigned char> expect;
-  try {
-    e.submit(mine[0].packs);
-    for (std::int64_t k = 0; k < 3; ++k) {
-      if (k + 1 < 3) {
-        e.submit(mine[static_cast<std::size_t>(k + 1)].packs);
-      }
-      for (std::int32_t m = 0; m < s.ga; ++m) {
-        const auto cell = e.acquire(m);
-        for (const auto& p : cell.packs) {
-          pt::fill_payload(expect, 77, k, p.source_rank, p.source_index, p.bytes);
-          if (p.bytes != static_cast<std::int64_t>(expect.size()) ||
-              std::memcmp(p.data, expect.data(), expect.size()) != 0) {
-            ++o.wrong;
-          }
-        }
-        e.release(m);
-      }
-    }
-  } catch (const packswap::error& err) {
-    o.failed = true;
-    o.code = err.code();
-    o.what = err.what();
-  }
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  o.worker_running = e.stats().worker_running;
-  o.buffer_bytes = e.stats().buffer_bytes;
-  return o;
+  return pt::drive_until_error(t, {world_size(), 2, 2}, opt, 3, 77, 2000);
 }
 
 void check_fault(const outcome& o, errc expected) {
@@ -212,7 +168,7 @@ void check_fault(const outcome& o, errc expected) {
   CHECK(o.seconds < 20.0);
   CHECK_FALSE(o.worker_running);
   CHECK(o.buffer_bytes == 0);
-  CHECK(o.wrong == 0);
+  CHECK(o.wrong_packs == 0);
 }
 
 } // namespace

@@ -147,7 +147,12 @@ inline std::string message_of(const std::exception& e) {
 /// Errors: a failure on the worker (transport error, timeout, mismatch, corrupted pack) aborts
 /// the transport so that other ranks fail too, joins the worker, frees the buffers, and is thrown
 /// by the caller's next call, with the rank, batch, micro-step and peers in the message; every
-/// later call throws it again. No pack that failed verification is ever handed out.
+/// later call throws it again. Every rank compares digests of the gathered metadata and of its
+/// plan (an all-gather of two words per batch), so ranks that disagree all fail with
+/// `errc::mismatch`. Host transports hand out nothing before that check, the length check and the
+/// payload checksum passed. Stream-ordered transports (NCCL) do not block `acquire` on them: the
+/// checks run on the worker as the events complete, and a failure aborts the exchange
+/// communicator and is thrown by the next call.
 ///
 /// Thread-safety: one caller thread drives an engine; there is exactly one worker thread, joined
 /// on destruction and on every error path. Destroying an engine mid-flight cancels what it

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -94,13 +93,8 @@ struct threads_world::pending_send {
 /// sends by the receiver having copied them; so two ranks make progress as long as both wait.
 /// Models `is_transport_v`. Ownership: refers to the world, which must outlive it.
 /// Thread-safety: see `packswap/exchange/transport.hpp`; any number of ranks may run at once.
-class threads_transport {
+class threads_transport : public detail::host_transport_base {
  public:
-  using stream_type = host_stream;
-  using fence = host_fence;
-  static constexpr memory_space memory = memory_space::host;
-  static constexpr bool stream_ordered = false;
-
   /// A completion handle; reused by later operations once complete or cancelled.
   class request {
    public:
@@ -218,25 +212,7 @@ class threads_transport {
     }
   }
 
-  /// Host memory, aligned for any payload type.
-  void* allocate(std::size_t bytes) {
-    return bytes == 0 ? nullptr : ::operator new (bytes, std::align_val_t{alignment});
-  }
-  void deallocate(void* p, std::size_t) noexcept {
-    if (p != nullptr) {
-      ::operator delete (p, std::align_val_t{alignment});
-    }
-  }
-
-  // Host transports complete on the host: the stream hooks have nothing to order.
-  void record(fence&, stream_type) noexcept {}
-  void mark(fence&) noexcept {}
-  void wait_fence(fence&, stream_type) noexcept {}
-  void start_after(fence&) noexcept {}
-
  private:
-  static constexpr std::size_t alignment = 256;
-
   void throw_if_aborted() const {
     if (world_->aborted_) {
       PACKSWAP_FAIL(world_->abort_code_, "rank " << world_->abort_rank_ << " aborted the exchange: "

@@ -15,17 +15,20 @@
 /// the same order on every rank, so both ends of every link agree.
 ///
 /// Thread-safety contract every backend keeps: one thread starts operations (`start_*`, the
-/// stream hooks), another waits for and cancels them (`wait`, `cancel`); `abort` may come from
-/// either. A request belongs to one operation at a time and must stay at the same address until
-/// it completed or was cancelled.
+/// stream hooks, `allocate`/`deallocate`), another waits for them (`wait`); `cancel` and `abort`
+/// may come from either, on different requests at once. A request belongs to one operation at a
+/// time and must stay at the same address until it completed or was cancelled.
 
 #include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -67,6 +70,51 @@ struct host_stream {};
 
 /// The fence of a host transport: nothing to wait for.
 struct host_fence {};
+
+namespace detail {
+
+/// What every host-memory transport shares: its types, aligned host buffers, and stream hooks
+/// that have nothing to order (host transports complete on the host).
+class host_transport_base {
+ public:
+  using stream_type = host_stream;
+  using fence = host_fence;
+  static constexpr memory_space memory = memory_space::host;
+  static constexpr bool stream_ordered = false;
+
+  /// Host memory, aligned for any payload type (and for the vector loads of checksums).
+  void* allocate(std::size_t bytes) {
+    return bytes == 0 ? nullptr : ::operator new (bytes, std::align_val_t{alignment});
+  }
+  void deallocate(void* p, std::size_t) noexcept {
+    if (p != nullptr) {
+      ::operator delete (p, std::align_val_t{alignment});
+    }
+  }
+
+  void record(fence&, stream_type) noexcept {}
+  void mark(fence&) noexcept {}
+  void wait_fence(fence&, stream_type) noexcept {}
+  void start_after(fence&) noexcept {}
+
+ private:
+  static constexpr std::size_t alignment = 256;
+};
+
+/// Sleeps between polls, from 20 us doubling to 1 ms: prompt when an operation completes soon,
+/// and no spinning when ranks are oversubscribed (CI runs 8 processes on 2 cores).
+class backoff {
+ public:
+  void pause() {
+    std::this_thread::sleep_for(delay_);
+    delay_ = std::min(delay_ * 2, std::chrono::microseconds(1000));
+  }
+
+ private:
+  std::chrono::microseconds delay_{20};
+};
+
+} // namespace detail
 
 namespace detail {
 
@@ -159,14 +207,4 @@ template <class T>
 concept transport = is_transport_v<T>;
 #endif
 
-namespace detail {
-
-/// Milliseconds from `now` to `d`, for messages; 0 once it passed.
-inline long long millis_left(deadline d) noexcept {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(d - exchange_clock::now());
-  return left.count() > 0 ? static_cast<long long>(left.count()) : 0;
-}
-
-} // namespace detail
 } // namespace packswap

@@ -14,7 +14,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,13 +42,8 @@ namespace packswap {
 /// waiting rank that finds one fails with the aborting rank's code and message.
 ///
 /// Thread-safety: see `packswap/exchange/transport.hpp`.
-class mpi_transport {
+class mpi_transport : public detail::host_transport_base {
  public:
-  using stream_type = host_stream;
-  using fence = host_fence;
-  static constexpr memory_space memory = memory_space::host;
-  static constexpr bool stream_ordered = false;
-
   /// A completion handle; reused by later operations once complete or cancelled.
   class request {
    public:
@@ -128,7 +122,7 @@ class mpi_transport {
 
   /// Polls `req` (and abort notices) until it completes or the deadline passes.
   bool wait(request& req, deadline until) {
-    auto pause = std::chrono::microseconds(20);
+    detail::backoff pause;
     for (;;) {
       throw_if_aborted();
       poll_notices();
@@ -149,9 +143,7 @@ class mpi_transport {
       if (exchange_clock::now() >= until) {
         return false;
       }
-      // Back off to 1 ms: oversubscribed ranks (CI runs 8 on 2 cores) must not spin.
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      pause.pause();
     }
   }
 
@@ -221,27 +213,11 @@ class mpi_transport {
     }
   }
 
-  void* allocate(std::size_t bytes) {
-    return bytes == 0 ? nullptr : ::operator new (bytes, std::align_val_t{alignment});
-  }
-  void deallocate(void* p, std::size_t) noexcept {
-    if (p != nullptr) {
-      ::operator delete (p, std::align_val_t{alignment});
-    }
-  }
-
-  // Host transports complete on the host: the stream hooks have nothing to order.
-  void record(fence&, stream_type) noexcept {}
-  void mark(fence&) noexcept {}
-  void wait_fence(fence&, stream_type) noexcept {}
-  void start_after(fence&) noexcept {}
-
  private:
   static constexpr int data_tag = 1;
   static constexpr int gather_tag = 2;
   static constexpr int abort_tag = 3;
   static constexpr std::int64_t piece = std::int64_t{1} << 30;
-  static constexpr std::size_t alignment = 256;
 
   void check(int rc, const char* what) const {
     if (rc != MPI_SUCCESS) {

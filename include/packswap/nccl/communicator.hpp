@@ -7,7 +7,7 @@
 #include <nccl.h>
 
 #include <chrono>
-#include <thread>
+#include <string>
 #include <utility>
 
 namespace packswap::nccl {
@@ -40,7 +40,7 @@ namespace detail {
 /// Waits until a nonblocking communicator finished its last call (its async state leaves
 /// `ncclInProgress`); throws `nccl_error` when it failed and `errc::timeout` at the deadline.
 inline void wait_ready(ncclComm_t comm, deadline until, const char* what) {
-  auto pause = std::chrono::microseconds(10);
+  packswap::detail::backoff pause;
   for (;;) {
     ncclResult_t state = ncclSuccess;
     PACKSWAP_NCCL_TRY(ncclCommGetAsyncError(comm, &state));
@@ -53,8 +53,7 @@ inline void wait_ready(ncclComm_t comm, deadline until, const char* what) {
     }
     PACKSWAP_EXPECTS(exchange_clock::now() < until, errc::timeout,
                      what << " did not complete before its deadline");
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    pause.pause();
   }
 }
 

@@ -232,7 +232,7 @@ class transport {
   bool wait(request& req, deadline until) {
     // The worker thread has no current device of its own.
     PACKSWAP_CUDA_TRY(cudaSetDevice(device_));
-    auto pause = std::chrono::microseconds(20);
+    packswap::detail::backoff pause;
     for (;;) {
       if (!req.active_) {
         return true;
@@ -249,8 +249,7 @@ class transport {
       if (exchange_clock::now() >= until) {
         return false;
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      pause.pause();
     }
   }
 
