@@ -568,9 +568,9 @@ class engine {
       }
       slot.views.push_back(v);
     }
-    slot.seq = s;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      slot.seq = s;
       slot.done = false;
     }
     start(std::move(owned), [&] {
@@ -821,7 +821,7 @@ class engine {
       if (done) {
         std::lock_guard<std::mutex> lock(mutex_);
         --batch(rec->batch).jobs;
-        slots_[static_cast<std::size_t>(rec->seq) % nslots_].done = true;
+        mark_done(*rec);
         give_back(rec);
         done_cv_.notify_all();
         continue;
@@ -833,6 +833,15 @@ class engine {
       watch_[kept++] = rec;
     }
     watch_.resize(kept);
+  }
+
+  // Under mutex_. A stream-ordered slot may already hold a later micro-step (the caller reuses it
+  // once the stream passed its release, without waiting for the worker to notice).
+  void mark_done(const record& rec) {
+    auto& slot = slots_[static_cast<std::size_t>(rec.seq) % nslots_];
+    if (slot.seq == rec.seq) {
+      slot.done = true;
+    }
   }
 
   void finish(record& rec) {
@@ -850,7 +859,7 @@ class engine {
     } else if (rec.kind == job::digest) {
       b.verified = true;
     } else {
-      slots_[static_cast<std::size_t>(rec.seq) % nslots_].done = true;
+      mark_done(rec);
     }
     --b.jobs;
     pop_front_locked();
