@@ -250,3 +250,13 @@ TEST_CASE("engine::abort fails this rank with errc::cancelled and the others pro
     CHECK(what[r].find("rank 1 gave up: the training step threw") != std::string::npos);
   }
 }
+
+namespace {
+// A transport whose cancel may throw does not model the concept: the engine cancels from
+// destructors and error paths.
+struct throwing_cancel : packswap::threads_transport {
+  using threads_transport::threads_transport;
+  void cancel(request&) {}
+};
+} // namespace
+static_assert(!packswap::is_transport_v<throwing_cancel>);

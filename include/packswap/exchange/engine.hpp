@@ -116,15 +116,19 @@ inline std::string message_of(const std::exception& e) {
 /// `prefetch_depth` ahead) while the caller computes micro-step m.
 ///
 /// ```
-/// packswap::threads_transport t(world, rank);                 // or mpi_transport, nccl::transport
+/// packswap::threads_transport t(world, rank);  // or mpi_transport, nccl::transport
 /// packswap::engine<packswap::threads_transport> e(t, {dp, ga});
-/// e.submit(my_packs(0));                                       // ga * mbs local_packs
+/// e.submit(my_packs(0));                       // this rank's ga * mbs local_packs
 /// for (std::int64_t step = 0; step < steps; ++step) {
-///   if (step + 1 < steps) e.submit(my_packs(step + 1));        // next batch, early: its solve
-///   overlaps for (std::int32_t m = 0; m < ga; ++m) {
-///     packswap::micro_batch cell = e.acquire(m);               // ready: verified, in place or
-///     received for (const auto& p : cell.packs) forward_backward(p.data, p.bytes); e.release(m);
-///     // buffers go back to the pool
+///   if (step + 1 < steps) {
+///     e.submit(my_packs(step + 1));            // early: its gather and solve overlap
+///   }
+///   for (std::int32_t m = 0; m < ga; ++m) {
+///     packswap::micro_batch cell = e.acquire(m); // verified; kept packs in place
+///     for (const auto& p : cell.packs) {
+///       forward_backward(p.data, p.bytes);
+///     }
+///     e.release(m);                            // the buffers go back to the pool
 ///   }
 ///   optimizer_step();
 /// }

@@ -121,85 +121,90 @@ namespace detail {
 template <class...>
 using void_t = void;
 
-template <class T, class = void>
-struct has_transport_members : std::false_type {};
-
 template <class T>
-struct has_transport_members<
-    T,
-    void_t<typename T::request, typename T::stream_type, typename T::fence, decltype(T::memory),
-           decltype(T::stream_ordered), decltype(std::declval<const T&>().rank()),
-           decltype(std::declval<const T&>().size()),
-           decltype(std::declval<T&>().start_all_gather(std::declval<typename T::request&>(),
+using request_t = typename T::request;
+template <class T>
+using stream_t = typename T::stream_type;
+template <class T>
+using fence_t = typename T::fence;
+
+// Every member the concept needs, as an expression that must compile.
+template <class T>
+using transport_expressions =
+    void_t<request_t<T>, stream_t<T>, fence_t<T>, decltype(T::memory), decltype(T::stream_ordered),
+           decltype(std::declval<const T&>().rank()), decltype(std::declval<const T&>().size()),
+           decltype(std::declval<T&>().start_all_gather(std::declval<request_t<T>&>(),
                                                         std::declval<span<const std::byte>>(),
                                                         std::declval<span<std::byte>>())),
-           decltype(std::declval<T&>().start_exchange(std::declval<typename T::request&>(),
+           decltype(std::declval<T&>().start_exchange(std::declval<request_t<T>&>(),
                                                       std::declval<span<const send_op>>(),
                                                       std::declval<span<recv_op>>())),
-           decltype(std::declval<T&>().wait(std::declval<typename T::request&>(),
-                                            std::declval<deadline>())),
-           decltype(std::declval<T&>().cancel(std::declval<typename T::request&>())),
-           decltype(std::declval<T&>().abort(errc::transport, std::declval<const std::string&>())),
+           decltype(std::declval<T&>().wait(std::declval<request_t<T>&>(), deadline{})),
+           decltype(std::declval<T&>().cancel(std::declval<request_t<T>&>())),
+           decltype(std::declval<T&>().abort(errc::transport, std::string())),
            decltype(std::declval<T&>().allocate(std::size_t{})),
-           decltype(std::declval<T&>().deallocate(std::declval<void*>(), std::size_t{})),
-           decltype(std::declval<T&>().record(std::declval<typename T::fence&>(),
-                                              std::declval<typename T::stream_type>())),
-           decltype(std::declval<T&>().mark(std::declval<typename T::fence&>())),
-           decltype(std::declval<T&>().wait_fence(std::declval<typename T::fence&>(),
-                                                  std::declval<typename T::stream_type>())),
-           decltype(std::declval<T&>().start_after(std::declval<typename T::fence&>()))>>
-    : std::bool_constant<
-          std::is_default_constructible_v<typename T::request> &&
-          std::is_default_constructible_v<typename T::fence> &&
-          std::is_convertible_v<decltype(std::declval<const T&>().rank()), std::int32_t> &&
-          std::is_convertible_v<decltype(std::declval<const T&>().size()), std::int32_t> &&
-          std::is_same_v<decltype(std::declval<T&>().wait(std::declval<typename T::request&>(),
-                                                          std::declval<deadline>())),
-                         bool> &&
-          std::is_same_v<std::remove_cv_t<decltype(T::memory)>, memory_space>&& noexcept(
-              std::declval<T&>().cancel(
-                  std::declval<
-                      typename T::
-                          request&>()))&& noexcept(std::declval<T&>()
-                                                       .abort(
-                                                           errc::transport,
-                                                           std::declval<
-                                                               const std::
-                                                                   string&>()))&& noexcept(std::declval<T&>()
-                                                                                               .deallocate(
-                                                                                                   std::declval<
-                                                                                                       void*>(),
-                                                                                                   std::
-                                                                                                       size_t{}))> {
+           decltype(std::declval<T&>().deallocate(nullptr, std::size_t{})),
+           decltype(std::declval<T&>().record(std::declval<fence_t<T>&>(), stream_t<T>{})),
+           decltype(std::declval<T&>().mark(std::declval<fence_t<T>&>())),
+           decltype(std::declval<T&>().wait_fence(std::declval<fence_t<T>&>(), stream_t<T>{})),
+           decltype(std::declval<T&>().start_after(std::declval<fence_t<T>&>()))>;
+
+// The types and guarantees of those members; only instantiated once they all exist.
+template <class T>
+struct transport_properties {
+  using req = request_t<T>;
+  static constexpr bool types_ok =
+      std::is_default_constructible_v<req> && std::is_default_constructible_v<fence_t<T>> &&
+      std::is_convertible_v<decltype(std::declval<const T&>().rank()), std::int32_t> &&
+      std::is_convertible_v<decltype(std::declval<const T&>().size()), std::int32_t> &&
+      std::is_same_v<decltype(std::declval<T&>().wait(std::declval<req&>(), deadline{})), bool> &&
+      std::is_same_v<std::remove_cv_t<decltype(T::memory)>, memory_space>;
+  // One noexcept(...) per constant: clang-format 14 misreads `noexcept(...) &&`.
+  static constexpr bool cancel_noexcept = noexcept(std::declval<T&>().cancel(std::declval<req&>()));
+  static constexpr bool abort_noexcept =
+      noexcept(std::declval<T&>().abort(errc::transport, std::string()));
+  static constexpr bool deallocate_noexcept =
+      noexcept(std::declval<T&>().deallocate(nullptr, std::size_t{}));
+  static constexpr bool value =
+      types_ok && cancel_noexcept && abort_noexcept && deallocate_noexcept;
 };
+
+template <class T, class = void>
+struct is_transport : std::false_type {};
+
+template <class T>
+struct is_transport<T, transport_expressions<T>>
+    : std::bool_constant<transport_properties<T>::value> {};
 
 } // namespace detail
 
 /// True when `T` models the transport concept. A transport `t` of type `T` provides:
 ///
-/// | expression | meaning |
-/// | --- | --- |
-/// | `T::request` | default-constructible completion handle, reused from one operation to the next
-/// | | `T::memory` | `memory_space::host` or `memory_space::device` (where `allocate` puts buffers)
-/// | | `T::stream_ordered` | true when completion is ordered on the caller's GPU stream (NCCL) | |
-/// `T::stream_type`, `T::fence` | the caller's stream and a marker on it (`host_stream`,
-/// `host_fence` for host backends) | | `t.rank()`, `t.size()` | this rank and the number of ranks |
-/// | `t.start_all_gather(req, mine, all)` | starts gathering every rank's `mine` into `all` (rank
-/// r's block at `r * mine.size()`); host spans on every backend | | `t.start_exchange(req, sends,
-/// recvs)` | starts a group of sends and receives (matching rule above) | | `t.wait(req, deadline)`
-/// | true once `req` completed, false at the deadline; throws `packswap::error` when it failed | |
-/// `t.cancel(req)` | `noexcept`: withdraws an unfinished request; afterwards the transport touches
-/// none of its buffers | | `t.abort(code, message)` | `noexcept`: fails every pending and later
-/// operation here and, as far as the backend can, on the other ranks | | `t.allocate(n)`,
-/// `t.deallocate(p, n)` | buffers in `T::memory` (stream-ordered on GPU backends); `deallocate` is
-/// `noexcept` | | `t.record(f, s)`, `t.mark(f)` | fence at the end of the caller's stream `s` / of
-/// the transport's own stream | | `t.wait_fence(f, s)`, `t.start_after(f)` | the caller's stream /
-/// later transport work waits for `f` (no host blocking) |
+/// - `T::request`: a default-constructible completion handle, reused from one operation to the
+///   next; `T::memory`: `memory_space::host` or `device`, where `allocate` puts buffers;
+///   `T::stream_ordered`: true when completion is ordered on the caller's GPU stream (NCCL);
+///   `T::stream_type`, `T::fence`: the caller's stream and a marker on a stream
+///   (`host_stream`, `host_fence` for host backends).
+/// - `t.rank()`, `t.size()`: this rank and the number of ranks.
+/// - `t.start_all_gather(req, mine, all)`: starts gathering every rank's `mine` into `all`,
+///   rank r's block at `r * mine.size()` (host spans on every backend).
+/// - `t.start_exchange(req, sends, recvs)`: starts a group of sends and receives.
+/// - `t.wait(req, deadline)`: true once `req` completed, false at the deadline; throws
+///   `packswap::error` when it failed.
+/// - `t.cancel(req)`, `noexcept`: withdraws an unfinished request; afterwards the transport
+///   touches none of its buffers.
+/// - `t.abort(code, message)`, `noexcept`: fails every pending and later operation here and, as
+///   far as the backend can, on the other ranks.
+/// - `t.allocate(n)`, `t.deallocate(p, n)` (`noexcept`): buffers in `T::memory`, stream-ordered
+///   on GPU backends.
+/// - `t.record(f, s)`, `t.mark(f)`: a fence at the end of the caller's stream `s`, or of the
+///   transport's own stream; `t.wait_fence(f, s)`, `t.start_after(f)`: the caller's stream, or
+///   later transport work, waits for `f` (no host blocking).
 ///
 /// Errors are `packswap::error` with `errc::transport` (or `cuda`/`nccl`); an abort seen from
 /// another rank keeps that rank's code and message.
 template <class T>
-inline constexpr bool is_transport_v = detail::has_transport_members<T>::value;
+inline constexpr bool is_transport_v = detail::is_transport<T>::value;
 
 #if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// C++20 spelling of `is_transport_v`.
