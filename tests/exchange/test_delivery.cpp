@@ -76,3 +76,10 @@ TEST_CASE("delivery holds in both sync modes and with the location-blind solver"
   opt.solver.refine = false; // stage 1 only: many more packs move
   check_delivery(4, 4, 2, opt, 8);
 }
+
+TEST_CASE("delivery holds when kept packs are routed through the transport too") {
+  packswap::engine_options opt;
+  opt.timeout = std::chrono::seconds(60);
+  opt.exchange_kept_packs = true;
+  check_delivery(3, 2, 2, opt, 9);
+}
