@@ -12,6 +12,9 @@ set(packswap_export_targets packswap)
 if(TARGET packswap_nccl)
   list(APPEND packswap_export_targets packswap_nccl)
   install(FILES "${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake" DESTINATION "${packswap_config_dir}")
+  # The build-tree package config looks for it next to itself, too.
+  configure_file("${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake" "${PROJECT_BINARY_DIR}/FindNCCL.cmake"
+                 COPYONLY)
 endif()
 install(TARGETS ${packswap_export_targets} EXPORT packswap-targets)
 install(EXPORT packswap-targets NAMESPACE packswap:: DESTINATION "${packswap_config_dir}")

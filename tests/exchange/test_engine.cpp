@@ -1,0 +1,262 @@
+#include "support.hpp"
+
+#include <packswap/exchange/engine.hpp>
+#include <packswap/exchange/threads.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+using packswap::engine;
+using packswap::engine_options;
+using packswap::errc;
+using packswap::threads_transport;
+using packswap::threads_world;
+namespace pt = packswap::test;
+
+static_assert(packswap::is_transport_v<threads_transport>);
+static_assert(!packswap::is_transport_v<int>);
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+static_assert(packswap::transport<threads_transport>);
+#endif
+
+namespace {
+
+// Runs `batches` global batches on `dp` thread ranks and checks each rank's packs arrive intact.
+void run_ok(std::int32_t dp, std::int32_t ga, std::int32_t mbs, std::int64_t batches,
+            const engine_options& opt) {
+  threads_world world(dp);
+  const packswap::shape s{dp, ga, mbs};
+  pt::rethrow_first(pt::run_ranks(dp, [&](std::int32_t r) {
+    threads_transport t(world, r);
+    engine<threads_transport> e(t, s, opt);
+    std::vector<pt::rank_batch> mine(static_cast<std::size_t>(batches));
+    for (std::int64_t k = 0; k < batches; ++k) {
+      pt::make_batch(mine[static_cast<std::size_t>(k)], 1, k, r, s.packs_per_rank(), 3000);
+    }
+    std::vector<unsigned char> expect;
+    std::int64_t seen = 0;
+    pt::train(e, mine, ga,
+              [&](std::int64_t k, std::int32_t, const packswap::micro_batch& cell,
+                  const packswap::pack_view& p) {
+                REQUIRE(cell.batch == k);
+                REQUIRE(cell.packs.size() == static_cast<std::size_t>(mbs));
+                pt::fill_payload(expect, 1, k, p.source_rank, p.source_index, p.bytes);
+                REQUIRE(p.bytes == static_cast<std::int64_t>(expect.size()));
+                if (p.bytes > 0) {
+                  REQUIRE(std::memcmp(p.data, expect.data(), expect.size()) == 0);
+                }
+                ++seen;
+              });
+    CHECK(seen == batches * ga * mbs);
+  }));
+}
+
+} // namespace
+
+TEST_CASE("one rank keeps every pack in place") {
+  threads_world world(1);
+  threads_transport t(world, 0);
+  engine<threads_transport> e(t, {1, 2, 2});
+  pt::rank_batch b;
+  pt::make_batch(b, 3, 0, 0, 4, 100);
+  e.submit(b.packs);
+  for (std::int32_t m = 0; m < 2; ++m) {
+    auto cell = e.acquire(m);
+    for (const auto& p : cell.packs) {
+      CHECK(p.kept);
+      CHECK(p.data == b.packs[static_cast<std::size_t>(p.source_index)].data);
+    }
+    e.release(m);
+  }
+  const auto st = e.stats();
+  CHECK(st.packs_kept == 4);
+  CHECK(st.packs_received == 0);
+  CHECK(st.bytes_received == 0);
+}
+
+TEST_CASE("packs arrive intact on a few shapes and prefetch depths") {
+  for (std::int32_t depth : {1, 2, 3}) {
+    for (bool across : {false, true}) {
+      engine_options opt;
+      opt.prefetch_depth = depth;
+      opt.prefetch_across_batches = across;
+      opt.timeout = std::chrono::seconds(20);
+      CAPTURE(depth);
+      CAPTURE(across);
+      run_ok(2, 3, 2, 4, opt);
+      run_ok(3, 1, 1, 3, opt);
+    }
+  }
+}
+
+TEST_CASE("kept packs routed through the transport arrive as copies") {
+  engine_options opt;
+  opt.exchange_kept_packs = true;
+  threads_world world(1);
+  threads_transport t(world, 0);
+  engine<threads_transport> e(t, {1, 3, 2}, opt);
+  pt::rank_batch b;
+  pt::make_batch(b, 4, 0, 0, 6, 500);
+  e.submit(b.packs);
+  for (std::int32_t m = 0; m < 3; ++m) {
+    auto cell = e.acquire(m);
+    for (const auto& p : cell.packs) {
+      CHECK_FALSE(p.kept);
+      const auto& src = b.packs[static_cast<std::size_t>(p.source_index)];
+      CHECK(p.bytes == src.bytes);
+      if (p.bytes > 0) {
+        CHECK(p.data != src.data);
+        CHECK(std::memcmp(p.data, src.data, static_cast<std::size_t>(p.bytes)) == 0);
+      }
+    }
+    e.release(m);
+  }
+}
+
+TEST_CASE("the engine rejects calls out of order with a message naming the rank") {
+  threads_world world(1);
+  threads_transport t(world, 0);
+  engine<threads_transport> e(t, {1, 2, 1});
+  pt::rank_batch b;
+  pt::make_batch(b, 5, 0, 0, 2, 10);
+  const auto throws = [](auto&& f, const char* needle) {
+    try {
+      f();
+      FAIL("no error");
+    } catch (const packswap::error& err) {
+      CHECK(err.code() == errc::invalid_argument);
+      CHECK(std::string(err.what()).find(needle) != std::string::npos);
+      CHECK(std::string(err.what()).find("rank 0") != std::string::npos);
+    }
+  };
+  throws([&] { e.acquire(0); }, "not submitted");
+  throws([&] { e.submit(packswap::span<const packswap::local_pack>(b.packs.data(), 1)); },
+         "ga * mbs = 2");
+  e.submit(b.packs);
+  throws([&] { e.acquire(1); }, "next micro-step");
+  throws([&] { e.release(0); }, "nothing is acquired");
+  e.acquire(0);
+  throws([&] { e.acquire(1); }, "is not released");
+  e.release(0);
+  e.submit(b.packs);
+  throws([&] { e.submit(b.packs); }, "at most one batch ahead");
+  // The engine still works after rejected calls.
+  e.acquire(1);
+  e.release(1);
+  e.acquire(0);
+  e.release(0);
+}
+
+TEST_CASE("the constructor refuses a shape that does not match the transport") {
+  threads_world world(2);
+  threads_transport t(world, 0);
+  CHECK_THROWS_WITH_AS(engine<threads_transport>(t, {3, 1, 1}),
+                       doctest::Contains("the transport has 2 ranks, the shape has dp = 3"),
+                       packswap::error);
+  engine_options opt;
+  opt.prefetch_depth = 0;
+  CHECK_THROWS_WITH_AS(engine<threads_transport>(t, {2, 1, 1}, opt),
+                       doctest::Contains("prefetch_depth is 0"), packswap::error);
+}
+
+TEST_CASE("destroying engines mid-flight is clean and leaves no thread behind") {
+  const int before = pt::baseline_thread_count();
+  for (int round = 0; round < 50; ++round) {
+    threads_world world(2);
+    pt::rethrow_first(pt::run_ranks(2, [&](std::int32_t r) {
+      threads_transport t(world, r);
+      engine_options opt;
+      opt.timeout = std::chrono::seconds(30);
+      engine<threads_transport> e(t, {2, 4, 1}, opt);
+      pt::rank_batch b0;
+      pt::rank_batch b1;
+      pt::make_batch(b0, 6, 0, r, 4, 2000);
+      pt::make_batch(b1, 6, 1, r, 4, 2000);
+      e.submit(b0.packs);
+      e.submit(b1.packs);
+      // Stop at different points: exchanges, gathers and prefetches are in flight.
+      const int stop_after = round % 5;
+      for (int m = 0; m < stop_after && m < 4; ++m) {
+        e.acquire(m);
+        e.release(m);
+      }
+    }));
+  }
+  CHECK(pt::thread_count() == before);
+}
+
+TEST_CASE("an engine whose peer never comes fails with a timeout naming the micro-step") {
+  threads_world world(2);
+  threads_transport t(world, 0);
+  engine_options opt;
+  opt.timeout = std::chrono::milliseconds(200);
+  engine<threads_transport> e(t, {2, 2, 1}, opt);
+  pt::rank_batch b;
+  pt::make_batch(b, 7, 0, 0, 2, 10);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    e.submit(b.packs);
+    e.acquire(0);
+    FAIL("no error");
+  } catch (const packswap::error& err) {
+    CHECK(err.code() == errc::timeout);
+    CHECK(std::string(err.what()).find("rank 0, batch 0, metadata all-gather") !=
+          std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK_FALSE(e.stats().worker_running);
+  CHECK(e.stats().buffer_bytes == 0);
+  // Every later call reports the same error.
+  CHECK_THROWS_AS(e.release(0), packswap::error);
+}
+
+TEST_CASE("engine::abort fails this rank with errc::cancelled and the others promptly") {
+  threads_world world(3);
+  std::vector<std::string> what(3);
+  std::vector<errc> code(3, errc::internal);
+  const auto t0 = std::chrono::steady_clock::now();
+  pt::rethrow_first(pt::run_ranks(3, [&](std::int32_t r) {
+    threads_transport t(world, r);
+    engine_options opt;
+    opt.timeout = std::chrono::seconds(60); // long: only the abort can end this quickly
+    engine<threads_transport> e(t, {3, 2, 1}, opt);
+    pt::rank_batch b;
+    pt::make_batch(b, 8, 0, r, 2, 100);
+    try {
+      e.submit(b.packs);
+      if (r == 1) {
+        e.abort("the training step threw");
+      }
+      for (int k = 0; k < 100; ++k) {
+        e.acquire(0);
+        e.release(0);
+        e.acquire(1);
+        e.release(1);
+        e.submit(b.packs);
+      }
+    } catch (const packswap::error& err) {
+      what[static_cast<std::size_t>(r)] = err.what();
+      code[static_cast<std::size_t>(r)] = err.code();
+    }
+  }));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(what[r]);
+    CHECK(code[r] == errc::cancelled);
+    CHECK(what[r].find("rank 1 gave up: the training step threw") != std::string::npos);
+  }
+}
+
+namespace {
+// A transport whose cancel may throw does not model the concept: the engine cancels from
+// destructors and error paths.
+struct throwing_cancel : packswap::threads_transport {
+  using threads_transport::threads_transport;
+  void cancel(request&) {}
+};
+} // namespace
+static_assert(!packswap::is_transport_v<throwing_cancel>);
