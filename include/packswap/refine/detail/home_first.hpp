@@ -564,9 +564,10 @@ class home_first {
           lightest[l] = lightest[l] < 0 ? cost_[p] : std::min(lightest[l], cost_[p]);
         }
       }
-      // Far: a rank holding more than its share of all room, or above the limit by more than
-      // the typical room of a rank.
-      const std::int64_t far_below = std::max<std::int64_t>(1, total_room / 64);
+      // Far: a rank holding 16 times its share of all room, or above the limit by more than the
+      // typical room of a rank.
+      const std::int64_t far_below =
+          std::max<std::int64_t>(1, 16 * total_room / static_cast<std::int64_t>(dp_));
       const std::int64_t far_above =
           std::max<std::int64_t>(1, total_room / static_cast<std::int64_t>(dp_));
       bool unlocked = false;
