@@ -208,15 +208,15 @@ inline void write_waste_plot(std::ostream& out, const std::vector<run_row>& rows
   // The floor no placement of the same 1D packs goes below, from the baseline's figures: with
   // ideal / step = 1 - waste and step / best = 1 + over_best, best's waste is
   // 1 - (1 - waste) * (1 + over_best).
-  const style floor_style{"#777", "2,3", ""};
-  std::vector<std::pair<std::int64_t, double>> floor;
+  const style best_style{"#777", "2,3", ""};
+  std::vector<std::pair<std::int64_t, double>> best_points;
   for (const auto& r : rows) {
     if (r.summary.method == method::baseline) {
       const double w = 1.0 - (1.0 - r.summary.waste) * (1.0 + r.summary.over_best);
-      floor.emplace_back(r.dp, 100.0 * std::max(0.0, w));
+      best_points.emplace_back(r.dp, 100.0 * std::max(0.0, w));
     }
   }
-  line(floor_style, floor);
+  line(best_style, best_points);
   // One line per method; the synchronous variant last, so its dashes show over the other.
   const std::size_t draw_order[] = {0, 1, 2, 4, 3};
   for (const std::size_t i : draw_order) {
@@ -231,7 +231,7 @@ inline void write_waste_plot(std::ostream& out, const std::vector<run_row>& rows
   for (std::size_t i = 0; i < all_methods.size(); ++i) {
     legend(i, styles[i], to_string(all_methods[i]));
   }
-  legend(all_methods.size(), floor_style, "best placement");
+  legend(all_methods.size(), best_style, "best placement");
   out << "</svg>\n";
 }
 
