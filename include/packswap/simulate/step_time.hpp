@@ -88,7 +88,10 @@ inline double waste(std::int64_t total_work_us, std::int32_t dp, std::int64_t st
 ///   m - 1). Micro-step 0's exchange runs at the start of the step (`exposed`) or during the
 ///   previous step's last micro-step (`prefetched`), showing only what exceeds it. Step: when the
 ///   last rank finishes. A rank's peers are taken to be ready when it is (a send waits for
-///   nothing but its own link), which is exact when ranks meet every micro-step.
+///   nothing but its own link): optimistic for ranks that drift apart (`per_step`), nearly exact
+///   for ranks that meet every micro-step, which start each micro-step together.
+/// A synchronous exchange is a meeting too: in `per_step` mode it would also line the ranks'
+/// compute up micro-step by micro-step. Only its time is added, which if anything flatters it.
 ///
 /// Throws `errc::invalid_argument` for arrays of the wrong size or negative times. O(dp x ga).
 ///
