@@ -36,7 +36,7 @@ class home_first {
     std::int32_t band_low_permille = 50;
     std::int32_t band_high_permille = 950;
     /// Cost-index entries scanned per pack when searching a repair swap.
-    std::int32_t scan_limit = 64;
+    std::int32_t scan_limit = 16;
     /// Repair swaps allowed, per pack of the batch, before the attempt gives up.
     std::int32_t repair_swaps_per_pack = 2;
     /// Passes of the bring-home step.
@@ -828,31 +828,42 @@ class home_first {
       if (!crowded && after >= before) {
         return;
       }
-      if (!level_room(s2, level_[x], level_[y])) {
-        return;
-      }
       candidate c;
       c.full = (load_[r] - d <= limit_ && load_[s2] + d <= limit_) ? 1 : 0;
       c.gain = before - after;
       c.delta = swap_delta(x, r, y, s2);
       c.x = x;
       c.y = y;
-      if (!found || better(c, best)) {
-        best = c;
-        found = true;
+      // The level check is the costly part: only for a candidate that would win.
+      if ((found && !better(c, best)) || !level_room(s2, level_[x], level_[y])) {
+        return;
       }
+      best = c;
+      found = true;
     };
+    // A full fix that moves no more bytes cannot be beaten by much: stop looking.
+    const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
     // Every pair of packs between r and the roomiest ranks.
     roomiest(static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
     for (const std::size_t s2 : scratch_ranks_) {
+      if (settled()) {
+        break;
+      }
       for (std::size_t i = 0; i < used_[r]; ++i) {
         const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
+        // Without slack at x's level only a pack of the same level can take its place.
+        const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(level_[x])] == 0;
         for (std::size_t j = 0; j < used_[s2]; ++j) {
-          consider(x, static_cast<std::size_t>(items_[s2 * k_ + j]));
+          const auto y = static_cast<std::size_t>(items_[s2 * k_ + j]);
+          if (!same_level_only || level_[y] == level_[x]) {
+            consider(x, y);
+          }
         }
       }
     }
-    if (!found || best.full == 0 || best.delta > 0) {
+    // The cost index only when no partner among the roomiest fixes r outright: it is the
+    // expensive part of a step, and most steps find their fix among the roomy ranks.
+    if (!found || best.full == 0) {
       index_search(r, exc, crowded, consider);
     }
     if (!found) {
@@ -930,6 +941,7 @@ class home_first {
             found = true;
           }
         };
+        bool indexed = false;
         const auto try_rank = [&](std::size_t t) {
           if (t == r) {
             return;
@@ -952,23 +964,27 @@ class home_first {
             if (t != h) {
               continue; // compensation only for the trade that brings p home
             }
-            // A same-level trade u (on t) <-> v (on r) moving e back from t to r.
+            // A same-level trade u (on t) <-> v (on r) moving e back from t to r; v is r's
+            // away-from-home pack of u's level, looked up in `movable_`.
+            if (!indexed) {
+              index_movable(r, p);
+              indexed = true;
+            }
             for (std::size_t a = 0; a < used_[t]; ++a) {
               const auto u = static_cast<std::size_t>(items_[t * k_ + a]);
               if (u == q || src(u) == t) {
                 continue;
               }
-              for (std::size_t b = 0; b < used_[r]; ++b) {
-                const auto v = static_cast<std::size_t>(items_[r * k_ + b]);
-                if (v == p || level_[v] != level_[u] || src(v) == r) {
-                  continue;
-                }
-                const std::int64_t e = cost_[u] - cost_[v];
-                if (load_[t] + d - e > limit_ || load_[r] - d + e > limit_) {
-                  continue;
-                }
-                consider({q, u, v, delta + swap_delta(u, t, v, r)});
+              const std::int64_t vv = movable_[static_cast<std::size_t>(level_[u])];
+              if (vv < 0) {
+                continue;
               }
+              const auto v = static_cast<std::size_t>(vv);
+              const std::int64_t e = cost_[u] - cost_[v];
+              if (load_[t] + d - e > limit_ || load_[r] - d + e > limit_) {
+                continue;
+              }
+              consider({q, u, v, delta + swap_delta(u, t, v, r)});
             }
           }
         };
@@ -991,6 +1007,17 @@ class home_first {
       }
       if (!changed) {
         break;
+      }
+    }
+  }
+
+  // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1.
+  void index_movable(std::size_t r, std::size_t skip) {
+    movable_.assign(k_, -1);
+    for (std::size_t i = 0; i < used_[r]; ++i) {
+      const auto v = static_cast<std::size_t>(items_[r * k_ + i]);
+      if (v != skip && src(v) != r) {
+        movable_[static_cast<std::size_t>(level_[v])] = static_cast<std::int64_t>(v);
       }
     }
   }
@@ -1021,6 +1048,7 @@ class home_first {
   std::vector<char> settled_;
   std::vector<char> locked_; // pinned home packs the re-deal leaves alone
   std::vector<std::size_t> scratch_ranks_;
+  std::vector<std::int64_t> movable_; // see index_movable
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   std::priority_queue<std::pair<std::int64_t, std::int64_t>> room_heap_; // (room, -rank), lazy
 };
