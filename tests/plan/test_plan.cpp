@@ -116,3 +116,12 @@ TEST_CASE("the assignment digest tells different plans apart and equal ones toge
   CHECK(digest(a) == digest(assignment(a)));
   CHECK(digest(a) != digest(b));
 }
+
+TEST_CASE("a plan for a rank outside the batch is refused, naming the rank") {
+  const std::vector<pack_meta> packs{{1, 10, 0}, {1, 10, 1}};
+  const assignment a{{0, 0}, {1, 0}};
+  CHECK_THROWS_WITH_AS(make_plan(packs, {2, 1, 1}, a, 2), doctest::Contains("rank 2 is outside dp=2"),
+                       error);
+  CHECK_THROWS_WITH_AS(make_plan(packs, {2, 1, 1}, a, -1), doctest::Contains("rank -1 is outside"),
+                       error);
+}
