@@ -27,6 +27,20 @@ TEST_CASE("renaming ranks keeps A and B and never moves more bytes") {
   }
 }
 
+TEST_CASE("with a node map, renaming never moves more weighted bytes than the names it got") {
+  prng rng(12);
+  for (int trial = 0; trial < 400; ++trial) {
+    const auto s = test::random_shape(rng, 32, 8, 2);
+    const auto packs = test::random_batch(s, rng(), test::all_mixes[rng.below(7)], true);
+    const auto nodes =
+        topology::uniform(static_cast<std::int32_t>(rng.uniform(1, 8)), rng.uniform(2, 16));
+    const auto a = balance(test::costs_of(packs), s);
+    const auto b = relabel_ranks(packs, s, a, nodes);
+    CHECK(measure_movement(packs, b, s, nodes).weighted_bytes <=
+          measure_movement(packs, a, s, nodes).weighted_bytes);
+  }
+}
+
 TEST_CASE("a column that is one rank's own packs gets that rank's name") {
   const shape s{3, 2, 1};
   const std::vector<pack_meta> packs{{5, 10, 0}, {4, 10, 0}, {5, 10, 1},

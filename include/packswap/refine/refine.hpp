@@ -103,7 +103,7 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
   }
   if (s.mbs != 1) {
     // Cells of several packs: rename ranks, then bring packs home under the cell caps.
-    assignment a = relabel_ranks(packs, s, stage1);
+    assignment a = relabel_ranks(packs, s, stage1, opt.topology);
     bring_home_cells(packs, s, opt.topology, caps, limit, a, 2);
     return a;
   }
@@ -124,7 +124,7 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
     }
   }
   // Only when the search fails: rename stage 1's ranks, keeping its balance exactly.
-  return relabel_ranks(packs, s, stage1);
+  return relabel_ranks(packs, s, stage1, opt.topology);
 }
 
 } // namespace detail

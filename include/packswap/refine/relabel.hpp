@@ -13,11 +13,13 @@ namespace packswap {
 /// Renames the ranks of `a` (whole columns move together, so A and B do not change) to keep as
 /// many bytes on their source rank as a greedy matching finds: column/rank pairs are taken in
 /// order of the bytes they would keep, largest first (ties: lower column, then lower rank), each
-/// column and rank used once. Returns `a` unchanged when the greedy renaming would keep fewer
-/// bytes home than the names `a` already has. O(N log N). Validates its inputs.
-inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, assignment a) {
+/// column and rank used once. Returns `a` unchanged when the renaming would not move fewer
+/// weighted bytes (under `topo`) than the names `a` already has. O(N log N). Validates its inputs.
+inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, assignment a,
+                                const topology& topo = {}) {
   validate_batch(packs, s);
   validate_assignment(a, s);
+  topo.validate_for(s.dp);
   const auto dp = static_cast<std::size_t>(s.dp);
   // (column, source rank) -> bytes kept if that column becomes that rank.
   struct pair_weight {
@@ -63,15 +65,15 @@ inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, ass
       rank_taken[next_free] = 1;
     }
   }
-  std::int64_t kept_before = 0;
-  std::int64_t kept_after = 0;
+  std::int64_t moved_before = 0;
+  std::int64_t moved_after = 0;
   for (std::size_t p = 0; p < packs.size(); ++p) {
-    kept_before += a[p].rank == packs[p].source_rank ? packs[p].bytes : 0;
-    kept_after += rank_of_column[static_cast<std::size_t>(a[p].rank)] == packs[p].source_rank
-                      ? packs[p].bytes
-                      : 0;
+    const std::int32_t src = packs[p].source_rank;
+    moved_before += topo.weight(src, a[p].rank) * packs[p].bytes;
+    moved_after +=
+        topo.weight(src, rank_of_column[static_cast<std::size_t>(a[p].rank)]) * packs[p].bytes;
   }
-  if (kept_after < kept_before) {
+  if (moved_after >= moved_before) {
     return a;
   }
   for (auto& c : a) {
