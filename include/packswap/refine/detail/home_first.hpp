@@ -54,8 +54,8 @@ class home_first {
   /// `order` lists pack ids by cost descending (ties by id).
   home_first(span<const pack_meta> packs, const shape& s, const topology& topo,
              span<const std::int64_t> caps, std::int64_t limit, span<const std::int32_t> order)
-      : packs_(packs), dp_(static_cast<std::size_t>(s.dp)), k_(static_cast<std::size_t>(s.ga)),
-        n_(packs.size()), limit_(limit) {
+      : dp_(static_cast<std::size_t>(s.dp)), k_(static_cast<std::size_t>(s.ga)), n_(packs.size()),
+        limit_(limit) {
     node_.resize(dp_);
     for (std::size_t r = 0; r < dp_; ++r) {
       node_[r] = topo.node(static_cast<std::int32_t>(r));
@@ -83,8 +83,12 @@ class home_first {
     }
     level_.resize(n_);
     cost_.resize(n_);
+    home_.resize(n_);
+    bytes_.resize(n_);
     for (std::size_t p = 0; p < n_; ++p) {
       cost_[p] = packs[p].cost;
+      home_[p] = packs[p].source_rank;
+      bytes_[p] = packs[p].bytes;
       // The last j with caps[j] >= cost; caps[0] bounds every cost by construction.
       std::size_t lo = 0;
       std::size_t hi = k_;
@@ -113,6 +117,16 @@ class home_first {
     sorted_cost_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
       sorted_cost_[i] = cost_[static_cast<std::size_t>(by_cost_[i])];
+    }
+    // Levels fall as costs rise, so each level is one stretch of the cost index.
+    level_begin_.assign(k_, 0);
+    level_end_.assign(k_, 0);
+    for (std::size_t i = 0; i < n_; ++i) {
+      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[i])]);
+      if (level_end_[l] != i) {
+        level_begin_[l] = i;
+      }
+      level_end_[l] = i + 1;
     }
   }
 
@@ -168,15 +182,18 @@ class home_first {
     if (h == r) {
       return 0;
     }
-    return (node_[h] == node_[r] ? 1 : inter_weight_) * packs_[p].bytes;
+    return (node_[h] == node_[r] ? 1 : inter_weight_) * bytes_[p];
   }
 
-  std::size_t src(std::size_t p) const { return static_cast<std::size_t>(packs_[p].source_rank); }
+  std::size_t src(std::size_t p) const { return static_cast<std::size_t>(home_[p]); }
 
   // Can rank r take a pack of level `in` while giving up one of level `out` (none when out < 0)?
   // Only the prefixes [in, out) grow, and each must stay <= j + 1.
   bool level_room(std::size_t r, std::int32_t in, std::int32_t out) const {
-    const auto end = out < 0 ? k_ : static_cast<std::size_t>(std::max(in, out));
+    if (out >= 0 && out <= in) {
+      return true; // no prefix grows
+    }
+    const auto end = out < 0 ? k_ : static_cast<std::size_t>(out);
     const std::int32_t* c = &cnt_[r * k_];
     std::int32_t prefix = 0;
     for (std::size_t j = 0; j < end; ++j) {
@@ -189,7 +206,6 @@ class home_first {
   }
 
   void reset() {
-    settled_.assign(n_, 0);
     locked_.assign(n_, 0);
     rank_of_.assign(n_, -1);
     slot_.assign(n_, -1);
@@ -346,8 +362,8 @@ class home_first {
       }
     }
     const auto heavier_bytes = [&](std::int32_t a, std::int32_t b) {
-      const auto wa = packs_[static_cast<std::size_t>(a)].bytes;
-      const auto wb = packs_[static_cast<std::size_t>(b)].bytes;
+      const auto wa = bytes_[static_cast<std::size_t>(a)];
+      const auto wb = bytes_[static_cast<std::size_t>(b)];
       return wa > wb || (wa == wb && a < b);
     };
     // While a rank holds at most one pack per level it uses no slack, is completable, and its
@@ -436,17 +452,14 @@ class home_first {
   // to the eligible rank whose projection is furthest below the limit, the next heaviest to the
   // next, and so on; ranks still eligible take another round.
   void fill() {
+    // Unpinned packs by level, then cost descending, then id: the cost index walked from the
+    // top (levels fall as costs rise).
     std::vector<std::int32_t> pool;
-    for (std::size_t p = 0; p < n_; ++p) {
-      if (rank_of_[p] < 0) {
-        pool.push_back(static_cast<std::int32_t>(p));
+    for (std::size_t i = n_; i-- > 0;) {
+      if (rank_of_[static_cast<std::size_t>(by_cost_[i])] < 0) {
+        pool.push_back(by_cost_[i]);
       }
     }
-    std::sort(pool.begin(), pool.end(), [&](std::int32_t a, std::int32_t b) {
-      const auto ua = static_cast<std::size_t>(a);
-      const auto ub = static_cast<std::size_t>(b);
-      return std::tie(level_[ua], cost_[ub], a) < std::tie(level_[ub], cost_[ua], b);
-    });
     // Mean unpinned cost per level; levels with no unpinned pack borrow the overall mean.
     std::vector<std::int64_t> sum(k_, 0);
     std::vector<std::int64_t> count(k_, 0);
@@ -590,7 +603,7 @@ class home_first {
             continue;
           }
           const long double leverage =
-              static_cast<long double>(swing) / static_cast<long double>(packs_[p].bytes + 1);
+              static_cast<long double>(swing) / static_cast<long double>(bytes_[p] + 1);
           if (pick == n_ || leverage > pick_leverage) {
             pick = p;
             pick_leverage = leverage;
@@ -610,75 +623,55 @@ class home_first {
   // (2b) Re-deals the unlocked packs of one level at a time: they leave their ranks and come
   // back heaviest to the rank that is lightest without them. Pairing sorted against reverse-sorted
   // minimises the largest sum (and maximises the smallest), so no sweep raises B; every rank
-  // gets back as many packs of that level as it gave, so levels stay valid. Returns whether
-  // anything moved.
+  // gets back as many packs of that level as it gave, so levels stay valid. Each pack takes over
+  // the item slot of the pack whose place it gets, so the pass is one sort and two linear walks
+  // per level. Returns whether any pack changed rank.
   bool redeal() {
-    // Unlocked packs grouped by level (counting sort over the cost index, walked from the top),
-    // so each level's group comes out by cost descending, ties by id.
-    auto& start = redeal_start_;
+    bool changed = false;
     auto& group = redeal_group_;
-    start.assign(k_ + 1, 0);
-    for (std::size_t p = 0; p < n_; ++p) {
-      if (locked_[p] == 0) {
-        ++start[static_cast<std::size_t>(level_[p]) + 1];
-      }
-    }
+    auto& order = redeal_order_;
+    auto& places = redeal_places_;
     for (std::size_t l = 0; l < k_; ++l) {
-      start[l + 1] += start[l];
-    }
-    group.resize(start[k_]);
-    {
-      auto pos = start;
-      for (std::size_t i = n_; i-- > 0;) {
-        const auto p = static_cast<std::size_t>(by_cost_[i]);
-        if (locked_[p] == 0) {
-          group[pos[static_cast<std::size_t>(level_[p])]++] = static_cast<std::int32_t>(p);
+      // The level's unlocked packs by cost descending, ties by id: its stretch of the cost index
+      // walked from the top.
+      group.clear();
+      for (std::size_t i = level_end_[l]; i-- > level_begin_[l];) {
+        if (locked_[static_cast<std::size_t>(by_cost_[i])] == 0) {
+          group.push_back(by_cost_[i]);
         }
       }
-    }
-    bool changed = false;
-    auto& slots = redeal_slots_;
-    for (std::size_t l = 0; l < k_; ++l) {
-      const std::size_t m = start[l + 1] - start[l];
+      const std::size_t m = group.size();
       if (m < 2) {
         continue;
       }
-      const std::int32_t* at = group.data() + start[l];
-      // Slot i: the rank of pack at[i], keyed by that rank's load without the pack.
-      slots.resize(m);
-      const std::int32_t* heavy = at; // by cost descending
+      // Place i: where pack group[i] sits, keyed by its rank's load without it (ties: i); the
+      // places sorted, the j-th goes to the j-th heaviest pack. What the passes need of each
+      // pack is read once, in group order, so the later passes stay in this level's arrays.
+      order.resize(m);
+      places.resize(m);
       for (std::size_t i = 0; i < m; ++i) {
-        const auto p = static_cast<std::size_t>(at[i]);
-        slots[i] = {load_[static_cast<std::size_t>(rank_of_[p])] - cost_[p], rank_of_[p]};
+        const auto p = static_cast<std::size_t>(group[i]);
+        places[i] = {cost_[p], rank_of_[p], slot_[p]};
+        order[i] = {load_[static_cast<std::size_t>(rank_of_[p])] - cost_[p],
+                    static_cast<std::int64_t>(i)};
       }
-      std::sort(slots.begin(), slots.end());
-      // Move each pack into place by swapping it with whatever now occupies its target slot;
-      // every swap is within this level, so level counts never change.
-      for (std::size_t i = 0; i < m; ++i) {
-        const auto p = static_cast<std::size_t>(heavy[i]);
-        const auto target = static_cast<std::size_t>(slots[i].second);
-        if (static_cast<std::size_t>(rank_of_[p]) == target) {
-          settled_[p] = 1; // already in place; must not be traded away below
-          continue;
-        }
-        // Find a not-yet-settled pack of this level on the target rank to trade with.
-        std::size_t q = n_;
-        for (std::size_t j = 0; j < used_[target]; ++j) {
-          const auto c = static_cast<std::size_t>(items_[target * k_ + j]);
-          if (level_[c] == static_cast<std::int32_t>(l) && locked_[c] == 0 && settled_[c] == 0) {
-            q = c;
-            break;
-          }
-        }
-        if (q == n_) {
-          continue;
-        }
-        swap_packs(p, q);
-        changed = true;
-        settled_[p] = 1;
+      // Ascending keys, ties in place order: a stable descending sort of the negated keys
+      // (keys are loads, never near the int64 minimum).
+      stable_sort_desc(order.data(), m, redeal_scratch_,
+                       [](const std::pair<std::int64_t, std::int64_t>& e) { return -e.first; });
+      for (std::size_t j = 0; j < m; ++j) {
+        const auto& from = places[j];
+        const auto& to = places[static_cast<std::size_t>(order[j].second)];
+        changed |= from.rank != to.rank;
+        load_[static_cast<std::size_t>(to.rank)] += from.cost - to.cost;
       }
-      for (std::size_t i = 0; i < m; ++i) {
-        settled_[static_cast<std::size_t>(at[i])] = 0;
+      for (std::size_t j = 0; j < m; ++j) {
+        const auto p = static_cast<std::size_t>(group[j]);
+        const auto& to = places[static_cast<std::size_t>(order[j].second)];
+        rank_of_[p] = to.rank;
+        slot_[p] = to.item;
+        items_[static_cast<std::size_t>(to.rank) * k_ + static_cast<std::size_t>(to.item)] =
+            group[j];
       }
     }
     return changed;
@@ -952,17 +945,19 @@ class home_first {
               continue; // q is home: trading it away gains nothing in general
             }
             const std::int64_t delta = swap_delta(p, r, q, t);
-            if (delta >= 0 || (found && delta >= best.delta) ||
-                !level_room(t, level_[p], level_[q]) || !level_room(r, level_[q], level_[p])) {
+            if (delta >= 0 || (found && delta >= best.delta)) {
               continue;
             }
             const std::int64_t d = cost_[p] - cost_[q]; // load moving from r to t
-            if (load_[t] + d <= limit_ && load_[r] - d <= limit_) {
-              consider({q, 0, 0, delta});
+            const bool loads_fit = load_[t] + d <= limit_ && load_[r] - d <= limit_;
+            // Compensation only for the trade that brings p home.
+            if ((!loads_fit && t != h) || !level_room(t, level_[p], level_[q]) ||
+                !level_room(r, level_[q], level_[p])) {
               continue;
             }
-            if (t != h) {
-              continue; // compensation only for the trade that brings p home
+            if (loads_fit) {
+              consider({q, 0, 0, delta});
+              continue;
             }
             // A same-level trade u (on t) <-> v (on r) moving e back from t to r; v is r's
             // away-from-home pack of u's level, looked up in `movable_`.
@@ -1022,7 +1017,6 @@ class home_first {
     }
   }
 
-  span<const pack_meta> packs_;
   std::size_t dp_, k_, n_;
   std::int64_t limit_;
   tuning tuning_{};
@@ -1033,19 +1027,26 @@ class home_first {
   std::vector<std::size_t> node_ranks_;
   std::vector<std::int32_t> level_;
   std::vector<std::int64_t> cost_;
+  std::vector<std::int32_t> home_; // source rank of every pack (dense copies of the input)
+  std::vector<std::int64_t> bytes_;
   std::vector<std::int32_t> by_cost_;     // pack ids by ascending cost
   std::vector<std::int64_t> sorted_cost_; // cost of by_cost_[i]
   std::vector<std::int32_t> rank_of_, slot_, items_;
   std::vector<std::size_t> used_;
   std::vector<std::int64_t> load_;
   std::vector<std::int32_t> cnt_;
-  std::vector<std::int64_t> slack_;      // per level, see the constructor
-  std::vector<std::int64_t> slack_used_; // per level, by the ranks pinned so far
-  std::vector<std::int64_t> deficit_;    // scratch for completable()
-  std::vector<std::size_t> redeal_start_;
+  std::vector<std::int64_t> slack_;                  // per level, see the constructor
+  std::vector<std::int64_t> slack_used_;             // per level, by the ranks pinned so far
+  std::vector<std::int64_t> deficit_;                // scratch for completable()
+  std::vector<std::size_t> level_begin_, level_end_; // level l: by_cost_[begin .. end)
   std::vector<std::int32_t> redeal_group_;
-  std::vector<std::pair<std::int64_t, std::int32_t>> redeal_slots_;
-  std::vector<char> settled_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> redeal_order_; // (load without, place)
+  std::vector<std::pair<std::int64_t, std::int64_t>> redeal_scratch_;
+  struct redeal_place {
+    std::int64_t cost = 0;           // of the pack there before the re-deal
+    std::int32_t rank = 0, item = 0; // where it is
+  };
+  std::vector<redeal_place> redeal_places_;
   std::vector<char> locked_; // pinned home packs the re-deal leaves alone
   std::vector<std::size_t> scratch_ranks_;
   std::vector<std::int64_t> movable_; // see index_movable
