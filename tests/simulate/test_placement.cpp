@@ -48,6 +48,12 @@ TEST_CASE("local reordering fills micro-steps mbs packs at a time") {
 TEST_CASE("local reordering needs one cost per pack") {
   const std::vector<std::int64_t> costs = {1, 2, 3};
   CHECK_THROWS_WITH_AS(packswap::local_placement(costs, shape{2, 2}),
-                       doctest::Contains("got 3 costs, shape dp=2 ga=2 mbs=1 needs 4"),
+                       doctest::Contains("got 3 packs, shape dp=2 ga=2 mbs=1 needs 4"),
                        packswap::error);
+}
+
+TEST_CASE("local reordering refuses a negative cost, naming the pack") {
+  const std::vector<std::int64_t> costs = {1, 2, -3, 4};
+  CHECK_THROWS_WITH_AS(packswap::local_placement(costs, shape{2, 2}),
+                       doctest::Contains("pack 2 has cost -3, must be >= 0"), packswap::error);
 }

@@ -47,28 +47,16 @@ inline std::int64_t relax(std::int64_t x, std::int64_t ppm) {
 namespace detail {
 
 // Each rank's packs, sorted by cost descending (ties by id), fill micro-steps 0, 1, ...
-inline assignment deal_micro_steps(span<const pack_meta> packs, const shape& s,
-                                   const std::vector<std::int32_t>& rank_of) {
-  const auto k = static_cast<std::size_t>(s.packs_per_rank());
-  std::vector<std::int32_t> items(packs.size());
+// `order` lists all pack ids in that order, so walking it deals every rank's packs sorted.
+inline assignment deal_micro_steps(const shape& s, const std::vector<std::int32_t>& rank_of,
+                                   span<const std::int32_t> order) {
+  const auto mbs = static_cast<std::size_t>(s.mbs);
   std::vector<std::size_t> used(static_cast<std::size_t>(s.dp), 0);
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    const auto r = static_cast<std::size_t>(rank_of[p]);
-    items[r * k + used[r]++] = static_cast<std::int32_t>(p);
-  }
-  assignment out(packs.size());
-  for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
-    const auto first = items.begin() + static_cast<std::ptrdiff_t>(r * k);
-    std::sort(first, first + static_cast<std::ptrdiff_t>(k), [&](std::int32_t a, std::int32_t b) {
-      const auto ca = packs[static_cast<std::size_t>(a)].cost;
-      const auto cb = packs[static_cast<std::size_t>(b)].cost;
-      return ca > cb || (ca == cb && a < b);
-    });
-    for (std::size_t j = 0; j < k; ++j) {
-      out[static_cast<std::size_t>(items[r * k + j])] =
-          cell{static_cast<std::int32_t>(r),
-               static_cast<std::int32_t>(j / static_cast<std::size_t>(s.mbs))};
-    }
+  assignment out(order.size());
+  for (const auto p : order) {
+    const auto r = static_cast<std::size_t>(rank_of[static_cast<std::size_t>(p)]);
+    out[static_cast<std::size_t>(p)] =
+        cell{static_cast<std::int32_t>(r), static_cast<std::int32_t>(used[r]++ / mbs)};
   }
   return out;
 }
@@ -118,7 +106,7 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
   for (const auto& t : {wide, narrow}) {
     if (engine.run(t)) {
       if (engine.weighted_moved() < stage1_bytes) {
-        return deal_micro_steps(packs, s, engine.ranks());
+        return deal_micro_steps(s, engine.ranks(), order);
       }
       break;
     }

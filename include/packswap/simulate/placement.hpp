@@ -33,26 +33,22 @@ inline assignment loader_placement(const shape& s) {
 /// Local reordering: every rank keeps its own shard (as `loader_placement`) but computes it
 /// heaviest first (ties by pack id), `mbs` packs per micro-step. No communication. Ranks that meet
 /// every micro-step then line up their heavy packs in the same micro-steps; with ranks meeting
-/// once per step it changes nothing, since no rank's total changes. Requires one cost per pack.
+/// once per step it changes nothing, since no rank's total changes. Requires one cost per pack,
+/// each >= 0 (`validate_costs`).
 ///
 /// ```
 /// auto cells = packswap::local_placement(costs, {/*dp=*/64, /*ga=*/16});
 /// ```
 inline assignment local_placement(span<const std::int64_t> costs, const shape& s) {
-  validate(s);
-  PACKSWAP_EXPECTS(static_cast<std::int64_t>(costs.size()) == s.packs(), errc::invalid_argument,
-                   "got " << costs.size() << " costs, shape dp=" << s.dp << " ga=" << s.ga
-                          << " mbs=" << s.mbs << " needs " << s.packs());
+  validate_costs(costs, s);
   // The solver deals each rank's packs to micro-steps the same way: reuse it, with every pack
   // staying on its source rank.
   const auto k = s.packs_per_rank();
-  std::vector<pack_meta> packs(costs.size());
   std::vector<std::int32_t> rank_of(costs.size());
   for (std::size_t p = 0; p < costs.size(); ++p) {
     rank_of[p] = static_cast<std::int32_t>(static_cast<std::int64_t>(p) / k);
-    packs[p] = pack_meta{costs[p], 0, rank_of[p]};
   }
-  return detail::deal_micro_steps(packs, s, rank_of);
+  return detail::deal_micro_steps(s, rank_of, detail::order_desc(costs));
 }
 
 } // namespace packswap

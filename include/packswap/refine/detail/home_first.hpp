@@ -112,6 +112,7 @@ class home_first {
         slack_[j] = static_cast<std::int64_t>(dp_) * static_cast<std::int64_t>(j + 1) - prefix;
       }
     }
+    by_bytes_ = order_desc(bytes_);
     by_cost_.assign(order.begin(), order.end());
     std::reverse(by_cost_.begin(), by_cost_.end()); // ascending cost
     sorted_cost_.resize(n_);
@@ -356,16 +357,12 @@ class home_first {
       first[r + 1] += first[r];
     }
     {
+      // Each rank's own packs by bytes descending, ties by id: the bytes order, bucketed.
       std::vector<std::size_t> pos(first.begin(), first.end() - 1);
-      for (std::size_t p = 0; p < n_; ++p) {
-        own[pos[src(p)]++] = static_cast<std::int32_t>(p);
+      for (const auto p : by_bytes_) {
+        own[pos[src(static_cast<std::size_t>(p))]++] = p;
       }
     }
-    const auto heavier_bytes = [&](std::int32_t a, std::int32_t b) {
-      const auto wa = bytes_[static_cast<std::size_t>(a)];
-      const auto wb = bytes_[static_cast<std::size_t>(b)];
-      return wa > wb || (wa == wb && a < b);
-    };
     // While a rank holds at most one pack per level it uses no slack, is completable, and its
     // free slots receive one pack of each level it lacks: an O(1) check with band sums kept up
     // to date. Only ranks holding two packs of a level need the general check.
@@ -380,7 +377,6 @@ class home_first {
     for (std::size_t r = 0; r < dp_; ++r) {
       const auto begin = own.begin() + static_cast<std::ptrdiff_t>(first[r]);
       const auto end = own.begin() + static_cast<std::ptrdiff_t>(first[r + 1]);
-      std::sort(begin, end, heavier_bytes);
       std::int64_t missing_lo = all_lo;
       std::int64_t missing_hi = all_hi;
       std::int32_t doubled = 0; // levels where r holds two or more packs
@@ -634,13 +630,12 @@ class home_first {
     for (std::size_t l = 0; l < k_; ++l) {
       // The level's unlocked packs by cost descending, ties by id: its stretch of the cost index
       // walked from the top.
-      group.clear();
+      group.resize(level_end_[l] - level_begin_[l]);
+      std::size_t m = 0;
       for (std::size_t i = level_end_[l]; i-- > level_begin_[l];) {
-        if (locked_[static_cast<std::size_t>(by_cost_[i])] == 0) {
-          group.push_back(by_cost_[i]);
-        }
+        group[m] = by_cost_[i]; // kept only if unlocked: no branch to mispredict
+        m += locked_[static_cast<std::size_t>(by_cost_[i])] == 0 ? 1 : 0;
       }
-      const std::size_t m = group.size();
       if (m < 2) {
         continue;
       }
@@ -1030,6 +1025,7 @@ class home_first {
   std::vector<std::int32_t> home_; // source rank of every pack (dense copies of the input)
   std::vector<std::int64_t> bytes_;
   std::vector<std::int32_t> by_cost_;     // pack ids by ascending cost
+  std::vector<std::int32_t> by_bytes_;    // pack ids by bytes descending, ties by id
   std::vector<std::int64_t> sorted_cost_; // cost of by_cost_[i]
   std::vector<std::int32_t> rank_of_, slot_, items_;
   std::vector<std::size_t> used_;
