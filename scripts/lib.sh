@@ -1,6 +1,6 @@
 # Shared by the scripts in this folder; sourced, not run.
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 jobs() { nproc 2>/dev/null || echo 2; }
 
