@@ -51,7 +51,9 @@ class home_first {
     std::int32_t stuck_rounds = 4;
   };
 
-  /// `order` lists pack ids by cost descending (ties by id).
+  /// `order` lists pack ids by cost descending (ties by id). Inside, packs are numbered in that
+  /// order (pack i is `order[i]`), so the passes that walk the packs of a level, or all packs by
+  /// cost, read their per-pack arrays in sequence.
   home_first(span<const pack_meta> packs, const shape& s, const topology& topo,
              span<const std::int64_t> caps, std::int64_t limit, span<const std::int32_t> order)
       : dp_(static_cast<std::size_t>(s.dp)), k_(static_cast<std::size_t>(s.ga)), n_(packs.size()),
@@ -81,14 +83,20 @@ class home_first {
         node_ranks_[pos[static_cast<std::size_t>(node_[r])]++] = r;
       }
     }
+    input_id_.assign(order.begin(), order.end());
+    internal_id_.resize(n_);
+    for (std::size_t p = 0; p < n_; ++p) {
+      internal_id_[static_cast<std::size_t>(input_id_[p])] = static_cast<std::int32_t>(p);
+    }
     level_.resize(n_);
     cost_.resize(n_);
     home_.resize(n_);
     bytes_.resize(n_);
     for (std::size_t p = 0; p < n_; ++p) {
-      cost_[p] = packs[p].cost;
-      home_[p] = packs[p].source_rank;
-      bytes_[p] = packs[p].bytes;
+      const auto& m = packs[static_cast<std::size_t>(input_id_[p])];
+      cost_[p] = m.cost;
+      home_[p] = m.source_rank;
+      bytes_[p] = m.bytes;
       // The last j with caps[j] >= cost; caps[0] bounds every cost by construction.
       std::size_t lo = 0;
       std::size_t hi = k_;
@@ -113,8 +121,10 @@ class home_first {
       }
     }
     by_bytes_ = order_desc(bytes_);
-    by_cost_.assign(order.begin(), order.end());
-    std::reverse(by_cost_.begin(), by_cost_.end()); // ascending cost
+    by_cost_.resize(n_); // ascending cost: the internal ids backwards
+    for (std::size_t i = 0; i < n_; ++i) {
+      by_cost_[i] = static_cast<std::int32_t>(n_ - 1 - i);
+    }
     sorted_cost_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
       sorted_cost_[i] = cost_[static_cast<std::size_t>(by_cost_[i])];
@@ -164,8 +174,14 @@ class home_first {
     return true;
   }
 
-  /// The rank of every pack after a successful `run`.
-  const std::vector<std::int32_t>& ranks() const noexcept { return rank_of_; }
+  /// The rank of every pack (indexed by input id) after a successful `run`.
+  std::vector<std::int32_t> ranks() const {
+    std::vector<std::int32_t> out(n_);
+    for (std::size_t p = 0; p < n_; ++p) {
+      out[static_cast<std::size_t>(input_id_[p])] = rank_of_[p];
+    }
+    return out;
+  }
 
   /// Weighted bytes the current state moves.
   std::int64_t weighted_moved() const {
@@ -912,7 +928,10 @@ class home_first {
   void bring_home() {
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
       bool changed = false;
-      for (std::size_t p = 0; p < n_; ++p) {
+      // In input order: batches list each rank's packs together, so consecutive packs share a
+      // home rank and its items stay in cache.
+      for (const auto p32 : internal_id_) {
+        const auto p = static_cast<std::size_t>(p32);
         const auto r = static_cast<std::size_t>(rank_of_[p]);
         const std::size_t h = src(p);
         if (r == h) {
@@ -1021,6 +1040,8 @@ class home_first {
   std::vector<std::size_t> node_start_; // ranks of node i: node_ranks_[node_start_[i] ..]
   std::vector<std::size_t> node_ranks_;
   std::vector<std::int32_t> level_;
+  std::vector<std::int32_t> input_id_;    // input id of every pack; internal ids follow `order`
+  std::vector<std::int32_t> internal_id_; // the inverse
   std::vector<std::int64_t> cost_;
   std::vector<std::int32_t> home_; // source rank of every pack (dense copies of the input)
   std::vector<std::int64_t> bytes_;
