@@ -298,11 +298,8 @@ void overlapped(benchmark::State& state, std::int64_t bytes, bool packswap_ctas)
 } // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t st = cudaGetDeviceCount(&devices);
-  if (st != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device visible (cudaGetDeviceCount: %s, %d devices)\n",
-                cudaGetErrorString(st), devices);
+  if (const std::string why = packswap::nccl::no_device_reason(); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
   }
   for (const std::int64_t size : {256, 1024}) {

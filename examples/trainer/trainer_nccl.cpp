@@ -127,12 +127,13 @@ int main() {
   const int rank = env_int("RANK", "OMPI_COMM_WORLD_RANK", 0);
   const int world = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1);
   const int local = env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", rank);
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device visible\n");
+  if (const std::string why = packswap::nccl::no_device_reason(); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
   }
   try {
+    int devices = 0;
+    PACKSWAP_CUDA_TRY(cudaGetDeviceCount(&devices));
     PACKSWAP_CUDA_TRY(cudaSetDevice(local % devices));
     ncclComm_t dp_comm = nullptr;
     const ncclUniqueId id = unique_id(rank, world);

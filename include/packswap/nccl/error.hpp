@@ -77,6 +77,19 @@ inline cudaError_t clear_cuda_error(cudaError_t status) noexcept {
 }
 
 } // namespace detail
+
+/// Why no CUDA device is usable here, or an empty string when one is. The GPU tests, examples and
+/// benchmarks print it and skip (exit code 77) instead of failing on machines without a GPU.
+inline std::string no_device_reason() {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status == cudaSuccess && devices > 0) {
+    return {};
+  }
+  return std::string("no CUDA device visible (cudaGetDeviceCount: ") + cudaGetErrorString(status) +
+         ", " + std::to_string(devices) + " devices)";
+}
+
 } // namespace packswap::nccl
 
 /// Evaluates the CUDA runtime call once; on failure clears the last error and throws
