@@ -121,19 +121,15 @@ class home_first {
       }
     }
     by_bytes_ = order_desc(bytes_);
-    by_cost_.resize(n_); // ascending cost: the internal ids backwards
-    for (std::size_t i = 0; i < n_; ++i) {
-      by_cost_[i] = static_cast<std::int32_t>(n_ - 1 - i);
-    }
     sorted_cost_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
-      sorted_cost_[i] = cost_[static_cast<std::size_t>(by_cost_[i])];
+      sorted_cost_[i] = cost_[static_cast<std::size_t>(by_cost(i))];
     }
     // Levels fall as costs rise, so each level is one stretch of the cost index.
     level_begin_.assign(k_, 0);
     level_end_.assign(k_, 0);
     for (std::size_t i = 0; i < n_; ++i) {
-      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[i])]);
+      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost(i))]);
       if (level_end_[l] != i) {
         level_begin_[l] = i;
       }
@@ -203,6 +199,10 @@ class home_first {
   }
 
   std::size_t src(std::size_t p) const { return static_cast<std::size_t>(home_[p]); }
+
+  // The pack at position i of the cost index (ascending cost): internal ids run by cost
+  // descending, so the index is the ids backwards.
+  std::int32_t by_cost(std::size_t i) const { return static_cast<std::int32_t>(n_ - 1 - i); }
 
   // Can rank r take a pack of level `in` while giving up one of level `out` (none when out < 0)?
   // Only the prefixes [in, out) grow, and each must stay <= j + 1.
@@ -336,10 +336,10 @@ class home_first {
     std::vector<std::int64_t> q(k_, 0);
     std::size_t begin = 0;
     while (begin < n_) {
-      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[begin])]);
+      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost(begin))]);
       std::size_t end = begin;
       while (end < n_ &&
-             static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost_[end])]) == l) {
+             static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost(end))]) == l) {
         ++end;
       }
       q[l] = sorted_cost_[begin + (end - begin - 1) * static_cast<std::size_t>(permille) / 1000];
@@ -468,8 +468,8 @@ class home_first {
     // top (levels fall as costs rise).
     std::vector<std::int32_t> pool;
     for (std::size_t i = n_; i-- > 0;) {
-      if (rank_of_[static_cast<std::size_t>(by_cost_[i])] < 0) {
-        pool.push_back(by_cost_[i]);
+      if (rank_of_[static_cast<std::size_t>(by_cost(i))] < 0) {
+        pool.push_back(by_cost(i));
       }
     }
     // Mean unpinned cost per level; levels with no unpinned pack borrow the overall mean.
@@ -649,8 +649,8 @@ class home_first {
       group.resize(level_end_[l] - level_begin_[l]);
       std::size_t m = 0;
       for (std::size_t i = level_end_[l]; i-- > level_begin_[l];) {
-        group[m] = by_cost_[i]; // kept only if unlocked: no branch to mispredict
-        m += locked_[static_cast<std::size_t>(by_cost_[i])] == 0 ? 1 : 0;
+        group[m] = by_cost(i); // kept only if unlocked: no branch to mispredict
+        m += locked_[static_cast<std::size_t>(by_cost(i))] == 0 ? 1 : 0;
       }
       if (m < 2) {
         continue;
@@ -900,7 +900,7 @@ class home_first {
       const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(level_[x])] == 0;
       const std::int64_t reach = crowded ? cost_[x] : max_room;
       for (std::size_t step = 0; step < limit && step < split; ++step) {
-        const auto y = static_cast<std::size_t>(by_cost_[split - 1 - step]);
+        const auto y = static_cast<std::size_t>(by_cost(split - 1 - step));
         if ((same_level_only && level_[y] != level_[x]) || cost_[x] - cost_[y] > reach) {
           break;
         }
@@ -914,7 +914,7 @@ class home_first {
         if (sorted_cost_[i2] >= cost_[x]) {
           break;
         }
-        consider(x, static_cast<std::size_t>(by_cost_[i2]));
+        consider(x, static_cast<std::size_t>(by_cost(i2)));
       }
     }
   }
@@ -1045,9 +1045,8 @@ class home_first {
   std::vector<std::int64_t> cost_;
   std::vector<std::int32_t> home_; // source rank of every pack (dense copies of the input)
   std::vector<std::int64_t> bytes_;
-  std::vector<std::int32_t> by_cost_;     // pack ids by ascending cost
   std::vector<std::int32_t> by_bytes_;    // pack ids by bytes descending, ties by id
-  std::vector<std::int64_t> sorted_cost_; // cost of by_cost_[i]
+  std::vector<std::int64_t> sorted_cost_; // cost of by_cost(i)
   std::vector<std::int32_t> rank_of_, slot_, items_;
   std::vector<std::size_t> used_;
   std::vector<std::int64_t> load_;
@@ -1055,7 +1054,7 @@ class home_first {
   std::vector<std::int64_t> slack_;                  // per level, see the constructor
   std::vector<std::int64_t> slack_used_;             // per level, by the ranks pinned so far
   std::vector<std::int64_t> deficit_;                // scratch for completable()
-  std::vector<std::size_t> level_begin_, level_end_; // level l: by_cost_[begin .. end)
+  std::vector<std::size_t> level_begin_, level_end_; // level l: by_cost(begin .. end - 1)
   std::vector<std::int32_t> redeal_group_;
   std::vector<std::pair<std::int64_t, std::int64_t>> redeal_order_; // (load without, place)
   std::vector<std::pair<std::int64_t, std::int64_t>> redeal_scratch_;
