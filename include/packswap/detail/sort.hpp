@@ -88,22 +88,38 @@ inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
 
 namespace packswap::detail {
 
+/// Stable insertion sort of `data[0..n)` by `key` descending that gives up after `budget` element
+/// moves. Returns how far it got: `data[0..i)` is sorted and `data[i..n)` untouched, so any stable
+/// sort can finish the job with the same result. Linear on input that is nearly sorted.
+template <class T, class Key>
+std::size_t insertion_sort_desc(T* data, std::size_t n, std::size_t budget, Key key) {
+  for (std::size_t i = 1; i < n; ++i) {
+    T v = data[i];
+    const auto kv = key(v);
+    std::size_t j = i;
+    while (j > 0 && key(data[j - 1]) < kv) {
+      if (budget == 0) {
+        // Undo the partial shift: data[j..i) moved up by one, v still held here.
+        std::copy(data + j + 1, data + i + 1, data + j);
+        data[i] = v;
+        return i;
+      }
+      --budget;
+      data[j] = data[j - 1];
+      --j;
+    }
+    data[j] = v;
+  }
+  return n;
+}
+
 /// Sorts `data[0..n)` by `key(element)` descending, stably (equal keys keep their order), using
 /// `scratch` (resized as needed). An LSD radix sort on 8-bit digits of (max key - key) that skips
 /// digits all keys share, with insertion sort for short ranges. Keys may be any int64 values.
 template <class T, class Key>
 void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) {
   if (n < 48) {
-    for (std::size_t i = 1; i < n; ++i) {
-      T v = data[i];
-      const auto kv = key(v);
-      std::size_t j = i;
-      while (j > 0 && key(data[j - 1]) < kv) {
-        data[j] = data[j - 1];
-        --j;
-      }
-      data[j] = v;
-    }
+    insertion_sort_desc(data, n, n * n, key);
     return;
   }
   std::int64_t kmax = key(data[0]);
@@ -143,6 +159,16 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
   }
   if (from != data) {
     std::copy(from, from + n, data);
+  }
+}
+
+/// `stable_sort_desc` for input that is often nearly sorted (a few elements out of place): an
+/// insertion sort while it stays within a few moves per element, the radix sort otherwise. Same
+/// result either way.
+template <class T, class Key>
+void stable_sort_desc_adaptive(T* data, std::size_t n, std::vector<T>& scratch, Key key) {
+  if (insertion_sort_desc(data, n, 4 * n, key) < n) {
+    stable_sort_desc(data, n, scratch, key);
   }
 }
 

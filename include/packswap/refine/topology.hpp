@@ -50,9 +50,9 @@ class topology {
   /// The node of `rank`.
   std::int32_t node(std::int32_t rank) const {
     if (!map_.empty()) {
-      PACKSWAP_EXPECTS(
-          rank >= 0 && static_cast<std::size_t>(rank) < map_.size(), errc::invalid_argument,
-          "rank " << rank << " is not in the topology's map of " << map_.size() << " ranks");
+      if (rank < 0 || static_cast<std::size_t>(rank) >= map_.size()) {
+        unmapped(rank); // out of line: this runs for every moved pack
+      }
       return map_[static_cast<std::size_t>(rank)];
     }
     return ranks_per_node_ == 0 ? 0 : rank / ranks_per_node_;
@@ -78,6 +78,10 @@ class topology {
   }
 
  private:
+  [[noreturn]] void unmapped(std::int32_t rank) const {
+    PACKSWAP_FAIL(errc::invalid_argument, "rank " << rank << " is not in the topology's map of "
+                                                  << map_.size() << " ranks");
+  }
   static void check_weight(std::int64_t w) {
     PACKSWAP_EXPECTS(w >= 1 && w <= (std::int64_t{1} << 20), errc::invalid_argument,
                      "inter-node weight is " << w << ", must be in [1, 2^20]");

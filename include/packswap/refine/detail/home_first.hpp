@@ -88,23 +88,16 @@ class home_first {
     for (std::size_t p = 0; p < n_; ++p) {
       internal_id_[static_cast<std::size_t>(input_id_[p])] = static_cast<std::int32_t>(p);
     }
-    level_.resize(n_);
-    cost_.resize(n_);
-    home_.resize(n_);
-    bytes_.resize(n_);
+    pk_.resize(n_);
+    // Costs fall as ids rise, so levels only rise: one walk down the caps.
+    std::size_t level = 0;
     for (std::size_t p = 0; p < n_; ++p) {
       const auto& m = packs[static_cast<std::size_t>(input_id_[p])];
-      cost_[p] = m.cost;
-      home_[p] = m.source_rank;
-      bytes_[p] = m.bytes;
       // The last j with caps[j] >= cost; caps[0] bounds every cost by construction.
-      std::size_t lo = 0;
-      std::size_t hi = k_;
-      while (hi - lo > 1) {
-        const std::size_t mid = (lo + hi) / 2;
-        (caps[mid] >= cost_[p] ? lo : hi) = mid;
+      while (level + 1 < k_ && caps[level + 1] >= m.cost) {
+        ++level;
       }
-      level_[p] = static_cast<std::int32_t>(lo);
+      pk_[p] = {m.cost, m.bytes, m.source_rank, static_cast<std::int32_t>(level), -1, -1};
     }
     // Slack of level j: how many ranks may end with fewer than j + 1 packs of level <= j. Zero
     // where no costs tie across a chunk boundary, which forces one pack per chunk on every rank.
@@ -112,7 +105,7 @@ class home_first {
     {
       std::vector<std::int64_t> at_level(k_, 0);
       for (std::size_t p = 0; p < n_; ++p) {
-        ++at_level[static_cast<std::size_t>(level_[p])];
+        ++at_level[static_cast<std::size_t>(pk_[p].level)];
       }
       std::int64_t prefix = 0;
       for (std::size_t j = 0; j < k_; ++j) {
@@ -120,16 +113,36 @@ class home_first {
         slack_[j] = static_cast<std::int64_t>(dp_) * static_cast<std::int64_t>(j + 1) - prefix;
       }
     }
-    by_bytes_ = order_desc(bytes_);
+    // Each rank's own packs by bytes descending, ties by id: bucketed by home rank in id order,
+    // then each bucket (ga * mbs packs) sorted on its own.
+    own_first_.assign(dp_ + 1, 0);
+    for (std::size_t p = 0; p < n_; ++p) {
+      ++own_first_[src(p) + 1];
+    }
+    for (std::size_t r = 0; r < dp_; ++r) {
+      own_first_[r + 1] += own_first_[r];
+    }
+    own_.resize(n_);
+    {
+      std::vector<std::size_t> pos(own_first_.begin(), own_first_.end() - 1);
+      for (std::size_t p = 0; p < n_; ++p) {
+        own_[pos[src(p)]++] = static_cast<std::int32_t>(p);
+      }
+    }
+    for (std::size_t r = 0; r < dp_; ++r) {
+      const std::size_t size = own_first_[r + 1] - own_first_[r];
+      insertion_sort_desc(own_.data() + own_first_[r], size, size * size,
+                          [&](std::int32_t p) { return pk_[static_cast<std::size_t>(p)].bytes; });
+    }
     sorted_cost_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
-      sorted_cost_[i] = cost_[static_cast<std::size_t>(by_cost(i))];
+      sorted_cost_[i] = pk_[static_cast<std::size_t>(by_cost(i))].cost;
     }
     // Levels fall as costs rise, so each level is one stretch of the cost index.
     level_begin_.assign(k_, 0);
     level_end_.assign(k_, 0);
     for (std::size_t i = 0; i < n_; ++i) {
-      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost(i))]);
+      const auto l = static_cast<std::size_t>(pk_[static_cast<std::size_t>(by_cost(i))].level);
       if (level_end_[l] != i) {
         level_begin_[l] = i;
       }
@@ -143,7 +156,7 @@ class home_first {
     reset();
     pin();
     for (std::size_t p = 0; p < n_; ++p) {
-      locked_[p] = rank_of_[p] >= 0 ? 1 : 0; // the pins
+      locked_[p] = pk_[p].rank >= 0 ? 1 : 0; // the pins
     }
     fill();
     // When the repair gets stuck on a rank (typically the one holding a giant pack, which needs
@@ -174,7 +187,7 @@ class home_first {
   std::vector<std::int32_t> ranks() const {
     std::vector<std::int32_t> out(n_);
     for (std::size_t p = 0; p < n_; ++p) {
-      out[static_cast<std::size_t>(input_id_[p])] = rank_of_[p];
+      out[static_cast<std::size_t>(input_id_[p])] = pk_[p].rank;
     }
     return out;
   }
@@ -183,7 +196,7 @@ class home_first {
   std::int64_t weighted_moved() const {
     std::int64_t sum = 0;
     for (std::size_t p = 0; p < n_; ++p) {
-      sum += away(p, static_cast<std::size_t>(rank_of_[p]));
+      sum += away(p, static_cast<std::size_t>(pk_[p].rank));
     }
     return sum;
   }
@@ -195,10 +208,10 @@ class home_first {
     if (h == r) {
       return 0;
     }
-    return (node_[h] == node_[r] ? 1 : inter_weight_) * bytes_[p];
+    return (node_[h] == node_[r] ? 1 : inter_weight_) * pk_[p].bytes;
   }
 
-  std::size_t src(std::size_t p) const { return static_cast<std::size_t>(home_[p]); }
+  std::size_t src(std::size_t p) const { return static_cast<std::size_t>(pk_[p].home); }
 
   // The pack at position i of the cost index (ascending cost): internal ids run by cost
   // descending, so the index is the ids backwards.
@@ -206,71 +219,98 @@ class home_first {
 
   // Can rank r take a pack of level `in` while giving up one of level `out` (none when out < 0)?
   // Only the prefixes [in, out) grow, and each must stay <= j + 1.
-  bool level_room(std::size_t r, std::int32_t in, std::int32_t out) const {
+  bool level_room(std::size_t r, std::int32_t in, std::int32_t out) {
     if (out >= 0 && out <= in) {
       return true; // no prefix grows
     }
     const auto end = out < 0 ? k_ : static_cast<std::size_t>(out);
-    const std::int32_t* c = &cnt_[r * k_];
-    std::int32_t prefix = 0;
-    for (std::size_t j = 0; j < end; ++j) {
-      prefix += c[j];
-      if (j >= static_cast<std::size_t>(in) && prefix >= static_cast<std::int32_t>(j) + 1) {
-        return false;
+    return static_cast<std::size_t>(full_from(r)[in]) >= end;
+  }
+
+  // full_from(r)[j]: the lowest level j' >= j at which rank r's prefix is full (it holds j' + 1
+  // packs of level <= j'), or k. Rebuilt on demand after r's level counts change; the searches
+  // ask far more often than packs move.
+  const std::int32_t* full_from(std::size_t r) {
+    std::int32_t* f = &full_[r * k_];
+    if (full_stale_[r] != 0) {
+      full_stale_[r] = 0;
+      std::int32_t prefix = 0;
+      for (std::size_t j = 0; j < k_; ++j) {
+        prefix += cnt_[r * k_ + j];
+        f[j] = prefix >= static_cast<std::int32_t>(j) + 1 ? static_cast<std::int32_t>(j) : -1;
+      }
+      std::int32_t next = static_cast<std::int32_t>(k_);
+      for (std::size_t j = k_; j-- > 0;) {
+        next = f[j] >= 0 ? f[j] : next;
+        f[j] = next;
       }
     }
-    return true;
+    return f;
   }
 
   void reset() {
     locked_.assign(n_, 0);
-    rank_of_.assign(n_, -1);
-    slot_.assign(n_, -1);
+    for (auto& k : pk_) {
+      k.rank = -1;
+      k.slot = -1;
+    }
     items_.assign(dp_ * k_, -1);
+    item_home_.assign(dp_ * k_, -1);
     used_.assign(dp_, 0);
     load_.assign(dp_, 0);
     cnt_.assign(dp_ * k_, 0);
+    full_.assign(dp_ * k_, 0);
+    full_stale_.assign(dp_, 1);
   }
 
   void place(std::size_t p, std::size_t r) {
-    rank_of_[p] = static_cast<std::int32_t>(r);
-    slot_[p] = static_cast<std::int32_t>(used_[r]);
+    pk_[p].rank = static_cast<std::int32_t>(r);
+    pk_[p].slot = static_cast<std::int32_t>(used_[r]);
     items_[r * k_ + used_[r]] = static_cast<std::int32_t>(p);
+    item_home_[r * k_ + used_[r]] = pk_[p].home;
     ++used_[r];
-    load_[r] += cost_[p];
-    ++cnt_[r * k_ + static_cast<std::size_t>(level_[p])];
+    load_[r] += pk_[p].cost;
+    ++cnt_[r * k_ + static_cast<std::size_t>(pk_[p].level)];
+    full_stale_[r] = 1;
   }
 
   void unplace(std::size_t p) {
-    const auto r = static_cast<std::size_t>(rank_of_[p]);
-    const auto s = static_cast<std::size_t>(slot_[p]);
+    const auto r = static_cast<std::size_t>(pk_[p].rank);
+    const auto s = static_cast<std::size_t>(pk_[p].slot);
     const auto last = static_cast<std::size_t>(items_[r * k_ + used_[r] - 1]);
     items_[r * k_ + s] = static_cast<std::int32_t>(last);
-    slot_[last] = static_cast<std::int32_t>(s);
+    item_home_[r * k_ + s] = item_home_[r * k_ + used_[r] - 1];
+    pk_[last].slot = static_cast<std::int32_t>(s);
     items_[r * k_ + used_[r] - 1] = -1;
+    item_home_[r * k_ + used_[r] - 1] = -1;
     --used_[r];
-    load_[r] -= cost_[p];
-    --cnt_[r * k_ + static_cast<std::size_t>(level_[p])];
-    rank_of_[p] = -1;
-    slot_[p] = -1;
+    load_[r] -= pk_[p].cost;
+    --cnt_[r * k_ + static_cast<std::size_t>(pk_[p].level)];
+    full_stale_[r] = 1;
+    pk_[p].rank = -1;
+    pk_[p].slot = -1;
   }
 
   // Exchanges pack x (on rank a) with pack y (on rank b).
   void swap_packs(std::size_t x, std::size_t y) {
-    const auto a = static_cast<std::size_t>(rank_of_[x]);
-    const auto b = static_cast<std::size_t>(rank_of_[y]);
-    std::swap(items_[a * k_ + static_cast<std::size_t>(slot_[x])],
-              items_[b * k_ + static_cast<std::size_t>(slot_[y])]);
-    std::swap(slot_[x], slot_[y]);
-    rank_of_[x] = static_cast<std::int32_t>(b);
-    rank_of_[y] = static_cast<std::int32_t>(a);
-    const std::int64_t d = cost_[x] - cost_[y];
+    const auto a = static_cast<std::size_t>(pk_[x].rank);
+    const auto b = static_cast<std::size_t>(pk_[y].rank);
+    std::swap(items_[a * k_ + static_cast<std::size_t>(pk_[x].slot)],
+              items_[b * k_ + static_cast<std::size_t>(pk_[y].slot)]);
+    std::swap(item_home_[a * k_ + static_cast<std::size_t>(pk_[x].slot)],
+              item_home_[b * k_ + static_cast<std::size_t>(pk_[y].slot)]);
+    std::swap(pk_[x].slot, pk_[y].slot);
+    pk_[x].rank = static_cast<std::int32_t>(b);
+    pk_[y].rank = static_cast<std::int32_t>(a);
+    const std::int64_t d = pk_[x].cost - pk_[y].cost;
     load_[a] -= d;
     load_[b] += d;
-    --cnt_[a * k_ + static_cast<std::size_t>(level_[x])];
-    ++cnt_[a * k_ + static_cast<std::size_t>(level_[y])];
-    --cnt_[b * k_ + static_cast<std::size_t>(level_[y])];
-    ++cnt_[b * k_ + static_cast<std::size_t>(level_[x])];
+    --cnt_[a * k_ + static_cast<std::size_t>(pk_[x].level)];
+    ++cnt_[a * k_ + static_cast<std::size_t>(pk_[y].level)];
+    --cnt_[b * k_ + static_cast<std::size_t>(pk_[y].level)];
+    ++cnt_[b * k_ + static_cast<std::size_t>(pk_[x].level)];
+    full_stale_[a] = 1;
+    full_stale_[b] = 1;
   }
 
   std::int64_t cost_quantile(std::int32_t permille) const {
@@ -336,10 +376,10 @@ class home_first {
     std::vector<std::int64_t> q(k_, 0);
     std::size_t begin = 0;
     while (begin < n_) {
-      const auto l = static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost(begin))]);
+      const auto l = static_cast<std::size_t>(pk_[static_cast<std::size_t>(by_cost(begin))].level);
       std::size_t end = begin;
       while (end < n_ &&
-             static_cast<std::size_t>(level_[static_cast<std::size_t>(by_cost(end))]) == l) {
+             static_cast<std::size_t>(pk_[static_cast<std::size_t>(by_cost(end))].level) == l) {
         ++end;
       }
       q[l] = sorted_cost_[begin + (end - begin - 1) * static_cast<std::size_t>(permille) / 1000];
@@ -356,7 +396,7 @@ class home_first {
   void pin() {
     std::int64_t total = 0;
     for (std::size_t p = 0; p < n_; ++p) {
-      total += cost_[p];
+      total += pk_[p].cost;
     }
     const std::int64_t target = std::min(limit_, (total + static_cast<std::int64_t>(dp_) - 1) /
                                                      static_cast<std::int64_t>(dp_));
@@ -364,21 +404,8 @@ class home_first {
     const auto hi = level_quantile(tuning_.band_high_permille);
     slack_used_.assign(k_, 0);
     deficit_.assign(k_, 0);
-    std::vector<std::int32_t> own(n_);
-    std::vector<std::size_t> first(dp_ + 1, 0);
-    for (std::size_t p = 0; p < n_; ++p) {
-      ++first[src(p) + 1];
-    }
-    for (std::size_t r = 0; r < dp_; ++r) {
-      first[r + 1] += first[r];
-    }
-    {
-      // Each rank's own packs by bytes descending, ties by id: the bytes order, bucketed.
-      std::vector<std::size_t> pos(first.begin(), first.end() - 1);
-      for (const auto p : by_bytes_) {
-        own[pos[src(static_cast<std::size_t>(p))]++] = p;
-      }
-    }
+    const auto& own = own_;
+    const auto& first = own_first_;
     // While a rank holds at most one pack per level it uses no slack, is completable, and its
     // free slots receive one pack of each level it lacks: an O(1) check with band sums kept up
     // to date. Only ranks holding two packs of a level need the general check.
@@ -397,7 +424,7 @@ class home_first {
       std::int64_t missing_hi = all_hi;
       std::int32_t doubled = 0; // levels where r holds two or more packs
       const auto add = [&](std::size_t p) {
-        const auto l = static_cast<std::size_t>(level_[p]);
+        const auto l = static_cast<std::size_t>(pk_[p].level);
         if (cnt_[r * k_ + l] == 0) {
           missing_lo -= lo[l];
           missing_hi -= hi[l];
@@ -408,7 +435,7 @@ class home_first {
       };
       const auto remove = [&](std::size_t p) {
         unplace(p);
-        const auto l = static_cast<std::size_t>(level_[p]);
+        const auto l = static_cast<std::size_t>(pk_[p].level);
         if (cnt_[r * k_ + l] == 0) {
           missing_lo += lo[l];
           missing_hi += hi[l];
@@ -426,7 +453,7 @@ class home_first {
       };
       for (auto it = begin; it != end; ++it) {
         const auto p = static_cast<std::size_t>(*it);
-        if (load_[r] + cost_[p] > limit_) {
+        if (load_[r] + pk_[p].cost > limit_) {
           continue;
         }
         add(p);
@@ -441,8 +468,8 @@ class home_first {
       for (auto it = end; it != begin && fits && load_[r] + fill_hi < target;) {
         --it;
         const auto p = static_cast<std::size_t>(*it);
-        if (rank_of_[p] == static_cast<std::int32_t>(r) &&
-            cost_[p] < hi[static_cast<std::size_t>(level_[p])]) {
+        if (pk_[p].rank == static_cast<std::int32_t>(r) &&
+            pk_[p].cost < hi[static_cast<std::size_t>(pk_[p].level)]) {
           remove(p);
           if (doubled != 0 && !completable(r)) {
             add(p);
@@ -468,7 +495,7 @@ class home_first {
     // top (levels fall as costs rise).
     std::vector<std::int32_t> pool;
     for (std::size_t i = n_; i-- > 0;) {
-      if (rank_of_[static_cast<std::size_t>(by_cost(i))] < 0) {
+      if (pk_[static_cast<std::size_t>(by_cost(i))].rank < 0) {
         pool.push_back(by_cost(i));
       }
     }
@@ -477,10 +504,10 @@ class home_first {
     std::vector<std::int64_t> count(k_, 0);
     std::int64_t all = 0;
     for (const auto p : pool) {
-      sum[static_cast<std::size_t>(level_[static_cast<std::size_t>(p)])] +=
-          cost_[static_cast<std::size_t>(p)];
-      ++count[static_cast<std::size_t>(level_[static_cast<std::size_t>(p)])];
-      all += cost_[static_cast<std::size_t>(p)];
+      sum[static_cast<std::size_t>(pk_[static_cast<std::size_t>(p)].level)] +=
+          pk_[static_cast<std::size_t>(p)].cost;
+      ++count[static_cast<std::size_t>(pk_[static_cast<std::size_t>(p)].level)];
+      all += pk_[static_cast<std::size_t>(p)].cost;
     }
     const std::int64_t overall = pool.empty() ? 0 : all / static_cast<std::int64_t>(pool.size());
     std::vector<std::int64_t> mean(k_, overall);
@@ -504,13 +531,29 @@ class home_first {
       const auto free_slots = static_cast<std::int64_t>(k_ - used_[r]);
       expected[r] = missing == 0 ? free_slots * overall : e / missing * free_slots;
     }
+    // last_full[r]: the highest level at which r's prefix is full (-1: none). r can take a pack
+    // of level l iff last_full[r] < l; only a rank that just took a pack needs a new value.
+    std::vector<std::int32_t> last_full(dp_, -1);
+    const auto refresh = [&](std::size_t r) {
+      std::int32_t prefix = 0;
+      last_full[r] = -1;
+      for (std::size_t j = 0; j < k_; ++j) {
+        prefix += cnt_[r * k_ + j];
+        if (prefix >= static_cast<std::int32_t>(j) + 1) {
+          last_full[r] = static_cast<std::int32_t>(j);
+        }
+      }
+    };
+    for (std::size_t r = 0; r < dp_; ++r) {
+      refresh(r);
+    }
     std::vector<std::size_t> eligible;
     std::vector<std::int32_t> left;
     std::vector<std::int32_t> stranded;
     for (std::size_t begin = 0; begin < pool.size();) {
-      const std::int32_t level = level_[static_cast<std::size_t>(pool[begin])];
+      const std::int32_t level = pk_[static_cast<std::size_t>(pool[begin])].level;
       std::size_t end = begin;
-      while (end < pool.size() && level_[static_cast<std::size_t>(pool[end])] == level) {
+      while (end < pool.size() && pk_[static_cast<std::size_t>(pool[end])].level == level) {
         ++end;
       }
       left.assign(pool.begin() + static_cast<std::ptrdiff_t>(begin),
@@ -519,7 +562,7 @@ class home_first {
       while (!left.empty()) {
         eligible.clear();
         for (std::size_t r = 0; r < dp_; ++r) {
-          if (used_[r] < k_ && level_room(r, level, -1)) {
+          if (used_[r] < k_ && last_full[r] < level) {
             eligible.push_back(r);
           }
         }
@@ -527,15 +570,22 @@ class home_first {
           stranded.insert(stranded.end(), left.begin(), left.end());
           break;
         }
-        std::sort(eligible.begin(), eligible.end(), [&](std::size_t a, std::size_t b) {
+        // The m lightest projections, in order (a total order: ties by rank).
+        const auto lighter = [&](std::size_t a, std::size_t b) {
           const std::int64_t pa = load_[a] + expected[a];
           const std::int64_t pb = load_[b] + expected[b];
           return pa < pb || (pa == pb && a < b);
-        });
+        };
         const std::size_t m = std::min(eligible.size(), left.size());
+        const auto mid = eligible.begin() + static_cast<std::ptrdiff_t>(m);
+        if (m < eligible.size()) {
+          std::nth_element(eligible.begin(), mid, eligible.end(), lighter);
+        }
+        std::sort(eligible.begin(), mid, lighter);
         for (std::size_t i = 0; i < m; ++i) {
           const std::size_t r = eligible[i];
           place(static_cast<std::size_t>(left[i]), r);
+          refresh(r);
           expected[r] = std::max<std::int64_t>(0, expected[r] - level_mean);
         }
         left.erase(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(m));
@@ -584,9 +634,9 @@ class home_first {
       std::fill(lightest.begin(), lightest.end(), -1);
       for (std::size_t p = 0; p < n_; ++p) {
         if (locked_[p] == 0) {
-          const auto l = static_cast<std::size_t>(level_[p]);
-          heaviest[l] = std::max(heaviest[l], cost_[p]);
-          lightest[l] = lightest[l] < 0 ? cost_[p] : std::min(lightest[l], cost_[p]);
+          const auto l = static_cast<std::size_t>(pk_[p].level);
+          heaviest[l] = std::max(heaviest[l], pk_[p].cost);
+          lightest[l] = lightest[l] < 0 ? pk_[p].cost : std::min(lightest[l], pk_[p].cost);
         }
       }
       // Far: a rank holding 16 times its share of all room, or above the limit by more than the
@@ -606,16 +656,16 @@ class home_first {
         long double pick_leverage = 0;
         for (std::size_t i = 0; i < used_[r]; ++i) {
           const auto p = static_cast<std::size_t>(items_[r * k_ + i]);
-          const auto l = static_cast<std::size_t>(level_[p]);
+          const auto l = static_cast<std::size_t>(pk_[p].level);
           if (locked_[p] == 0 || heaviest[l] < 0) {
             continue;
           }
-          const std::int64_t swing = low ? heaviest[l] - cost_[p] : cost_[p] - lightest[l];
+          const std::int64_t swing = low ? heaviest[l] - pk_[p].cost : pk_[p].cost - lightest[l];
           if (swing <= 0) {
             continue;
           }
           const long double leverage =
-              static_cast<long double>(swing) / static_cast<long double>(bytes_[p] + 1);
+              static_cast<long double>(swing) / static_cast<long double>(pk_[p].bytes + 1);
           if (pick == n_ || leverage > pick_leverage) {
             pick = p;
             pick_leverage = leverage;
@@ -662,14 +712,16 @@ class home_first {
       places.resize(m);
       for (std::size_t i = 0; i < m; ++i) {
         const auto p = static_cast<std::size_t>(group[i]);
-        places[i] = {cost_[p], rank_of_[p], slot_[p]};
-        order[i] = {load_[static_cast<std::size_t>(rank_of_[p])] - cost_[p],
+        places[i] = {pk_[p].cost, pk_[p].rank, pk_[p].slot};
+        order[i] = {load_[static_cast<std::size_t>(pk_[p].rank)] - pk_[p].cost,
                     static_cast<std::int64_t>(i)};
       }
       // Ascending keys, ties in place order: a stable descending sort of the negated keys
-      // (keys are loads, never near the int64 minimum).
-      stable_sort_desc(order.data(), m, redeal_scratch_,
-                       [](const std::pair<std::int64_t, std::int64_t>& e) { return -e.first; });
+      // (keys are loads, never near the int64 minimum). After a level is dealt its keys ascend
+      // in place order, and later sweeps disturb them little: nearly sorted input.
+      stable_sort_desc_adaptive(
+          order.data(), m, redeal_scratch_,
+          [](const std::pair<std::int64_t, std::int64_t>& e) { return -e.first; });
       for (std::size_t j = 0; j < m; ++j) {
         const auto& from = places[j];
         const auto& to = places[static_cast<std::size_t>(order[j].second)];
@@ -679,10 +731,12 @@ class home_first {
       for (std::size_t j = 0; j < m; ++j) {
         const auto p = static_cast<std::size_t>(group[j]);
         const auto& to = places[static_cast<std::size_t>(order[j].second)];
-        rank_of_[p] = to.rank;
-        slot_[p] = to.item;
-        items_[static_cast<std::size_t>(to.rank) * k_ + static_cast<std::size_t>(to.item)] =
-            group[j];
+        pk_[p].rank = to.rank;
+        pk_[p].slot = to.item;
+        const std::size_t at =
+            static_cast<std::size_t>(to.rank) * k_ + static_cast<std::size_t>(to.item);
+        items_[at] = group[j];
+        item_home_[at] = pk_[p].home;
       }
     }
     return changed;
@@ -817,15 +871,15 @@ class home_first {
     bool found = false;
     candidate best;
     const auto consider = [&](std::size_t x, std::size_t y) {
-      const auto s2 = static_cast<std::size_t>(rank_of_[y]);
+      const auto s2 = static_cast<std::size_t>(pk_[y].rank);
       if (s2 == r) {
         return;
       }
-      if (crowded ? (level_[x] > crowded_level || level_[y] <= crowded_level)
-                  : cost_[y] >= cost_[x]) {
+      if (crowded ? (pk_[x].level > crowded_level || pk_[y].level <= crowded_level)
+                  : pk_[y].cost >= pk_[x].cost) {
         return;
       }
-      const std::int64_t d = cost_[x] - cost_[y];
+      const std::int64_t d = pk_[x].cost - pk_[y].cost;
       const std::int64_t before = exc + excess(s2);
       const std::int64_t after = std::max<std::int64_t>(0, load_[r] - d - limit_) +
                                  std::max<std::int64_t>(0, load_[s2] + d - limit_);
@@ -839,7 +893,7 @@ class home_first {
       c.x = x;
       c.y = y;
       // The level check is the costly part: only for a candidate that would win.
-      if ((found && !better(c, best)) || !level_room(s2, level_[x], level_[y])) {
+      if ((found && !better(c, best)) || !level_room(s2, pk_[x].level, pk_[y].level)) {
         return;
       }
       best = c;
@@ -856,10 +910,11 @@ class home_first {
       for (std::size_t i = 0; i < used_[r]; ++i) {
         const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
         // Without slack at x's level only a pack of the same level can take its place.
-        const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(level_[x])] == 0;
+        const bool same_level_only =
+            !crowded && slack_[static_cast<std::size_t>(pk_[x].level)] == 0;
         for (std::size_t j = 0; j < used_[s2]; ++j) {
           const auto y = static_cast<std::size_t>(items_[s2 * k_ + j]);
-          if (!same_level_only || level_[y] == level_[x]) {
+          if (!same_level_only || pk_[y].level == pk_[x].level) {
             consider(x, y);
           }
         }
@@ -873,7 +928,7 @@ class home_first {
     if (!found) {
       return false;
     }
-    other = static_cast<std::size_t>(rank_of_[best.y]);
+    other = static_cast<std::size_t>(pk_[best.y].rank);
     swap_packs(best.x, best.y);
     return true;
   }
@@ -890,28 +945,29 @@ class home_first {
     const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
     for (std::size_t i = 0; i < used_[r]; ++i) {
       const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
-      const std::int64_t want = cost_[x] - std::max<std::int64_t>(exc, 1);
+      const std::int64_t want = pk_[x].cost - std::max<std::int64_t>(exc, 1);
       const auto split = static_cast<std::size_t>(
           std::upper_bound(sorted_cost_.begin(), sorted_cost_.end(), want) - sorted_cost_.begin());
       // Where no rank holds fewer than l + 1 packs of level <= l (no slack), only packs of x's
       // own level can trade places with it; the cost index holds each level contiguously. No
       // rank can absorb more than the largest room, so larger differences are never useful
       // (outside level repairs, which may overload a partner).
-      const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(level_[x])] == 0;
-      const std::int64_t reach = crowded ? cost_[x] : max_room;
+      const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(pk_[x].level)] == 0;
+      const std::int64_t reach = crowded ? pk_[x].cost : max_room;
       for (std::size_t step = 0; step < limit && step < split; ++step) {
         const auto y = static_cast<std::size_t>(by_cost(split - 1 - step));
-        if ((same_level_only && level_[y] != level_[x]) || cost_[x] - cost_[y] > reach) {
+        if ((same_level_only && pk_[y].level != pk_[x].level) ||
+            pk_[x].cost - pk_[y].cost > reach) {
           break;
         }
         consider(x, y);
       }
       const auto first_partial = std::max(
-          split, static_cast<std::size_t>(
-                     std::lower_bound(sorted_cost_.begin(), sorted_cost_.end(), cost_[x] - reach) -
-                     sorted_cost_.begin()));
+          split, static_cast<std::size_t>(std::lower_bound(sorted_cost_.begin(), sorted_cost_.end(),
+                                                           pk_[x].cost - reach) -
+                                          sorted_cost_.begin()));
       for (std::size_t i2 = first_partial, step = 0; i2 < n_ && step < limit / 2; ++i2, ++step) {
-        if (sorted_cost_[i2] >= cost_[x]) {
+        if (sorted_cost_[i2] >= pk_[x].cost) {
           break;
         }
         consider(x, static_cast<std::size_t>(by_cost(i2)));
@@ -932,7 +988,7 @@ class home_first {
       // home rank and its items stay in cache.
       for (const auto p32 : internal_id_) {
         const auto p = static_cast<std::size_t>(p32);
-        const auto r = static_cast<std::size_t>(rank_of_[p]);
+        const auto r = static_cast<std::size_t>(pk_[p].rank);
         const std::size_t h = src(p);
         if (r == h) {
           continue;
@@ -954,19 +1010,19 @@ class home_first {
             return;
           }
           for (std::size_t i = 0; i < used_[t]; ++i) {
-            const auto q = static_cast<std::size_t>(items_[t * k_ + i]);
-            if (src(q) == t) {
-              continue; // q is home: trading it away gains nothing in general
+            if (static_cast<std::size_t>(item_home_[t * k_ + i]) == t) {
+              continue; // home: trading it away gains nothing in general
             }
+            const auto q = static_cast<std::size_t>(items_[t * k_ + i]);
             const std::int64_t delta = swap_delta(p, r, q, t);
             if (delta >= 0 || (found && delta >= best.delta)) {
               continue;
             }
-            const std::int64_t d = cost_[p] - cost_[q]; // load moving from r to t
+            const std::int64_t d = pk_[p].cost - pk_[q].cost; // load moving from r to t
             const bool loads_fit = load_[t] + d <= limit_ && load_[r] - d <= limit_;
             // Compensation only for the trade that brings p home.
-            if ((!loads_fit && t != h) || !level_room(t, level_[p], level_[q]) ||
-                !level_room(r, level_[q], level_[p])) {
+            if ((!loads_fit && t != h) || !level_room(t, pk_[p].level, pk_[q].level) ||
+                !level_room(r, pk_[q].level, pk_[p].level)) {
               continue;
             }
             if (loads_fit) {
@@ -981,15 +1037,15 @@ class home_first {
             }
             for (std::size_t a = 0; a < used_[t]; ++a) {
               const auto u = static_cast<std::size_t>(items_[t * k_ + a]);
-              if (u == q || src(u) == t) {
+              if (u == q || static_cast<std::size_t>(item_home_[t * k_ + a]) == t) {
                 continue;
               }
-              const std::int64_t vv = movable_[static_cast<std::size_t>(level_[u])];
+              const std::int64_t vv = movable_[static_cast<std::size_t>(pk_[u].level)];
               if (vv < 0) {
                 continue;
               }
               const auto v = static_cast<std::size_t>(vv);
-              const std::int64_t e = cost_[u] - cost_[v];
+              const std::int64_t e = pk_[u].cost - pk_[v].cost;
               if (load_[t] + d - e > limit_ || load_[r] - d + e > limit_) {
                 continue;
               }
@@ -1025,8 +1081,8 @@ class home_first {
     movable_.assign(k_, -1);
     for (std::size_t i = 0; i < used_[r]; ++i) {
       const auto v = static_cast<std::size_t>(items_[r * k_ + i]);
-      if (v != skip && src(v) != r) {
-        movable_[static_cast<std::size_t>(level_[v])] = static_cast<std::int64_t>(v);
+      if (v != skip && static_cast<std::size_t>(item_home_[r * k_ + i]) != r) {
+        movable_[static_cast<std::size_t>(pk_[v].level)] = static_cast<std::int64_t>(v);
       }
     }
   }
@@ -1039,18 +1095,28 @@ class home_first {
   bool multi_node_ = false;
   std::vector<std::size_t> node_start_; // ranks of node i: node_ranks_[node_start_[i] ..]
   std::vector<std::size_t> node_ranks_;
-  std::vector<std::int32_t> level_;
   std::vector<std::int32_t> input_id_;    // input id of every pack; internal ids follow `order`
   std::vector<std::int32_t> internal_id_; // the inverse
-  std::vector<std::int64_t> cost_;
-  std::vector<std::int32_t> home_; // source rank of every pack (dense copies of the input)
-  std::vector<std::int64_t> bytes_;
-  std::vector<std::int32_t> by_bytes_;    // pack ids by bytes descending, ties by id
+  // What every pass reads of a pack, in one place: a pack costs one cache line, not six.
+  struct pack_state {
+    std::int64_t cost = 0;
+    std::int64_t bytes = 0;
+    std::int32_t home = 0;  // source rank
+    std::int32_t level = 0; // see the class comment
+    std::int32_t rank = -1; // where it is now (-1: unplaced)
+    std::int32_t slot = -1; // its item index there
+  };
+  std::vector<pack_state> pk_;            // by internal id
+  std::vector<std::int32_t> own_;         // rank r's own packs by bytes descending, ties by id:
+  std::vector<std::size_t> own_first_;    // own_[own_first_[r] .. own_first_[r + 1] - 1]
   std::vector<std::int64_t> sorted_cost_; // cost of by_cost(i)
-  std::vector<std::int32_t> rank_of_, slot_, items_;
+  std::vector<std::int32_t> items_;       // rank r's packs: items_[r * k .. r * k + used_[r] - 1]
+  std::vector<std::int32_t> item_home_;   // their source ranks, so scans skip home packs unread
   std::vector<std::size_t> used_;
   std::vector<std::int64_t> load_;
   std::vector<std::int32_t> cnt_;
+  std::vector<std::int32_t> full_; // see full_from()
+  std::vector<char> full_stale_;
   std::vector<std::int64_t> slack_;                  // per level, see the constructor
   std::vector<std::int64_t> slack_used_;             // per level, by the ranks pinned so far
   std::vector<std::int64_t> deficit_;                // scratch for completable()
