@@ -113,31 +113,14 @@ std::size_t insertion_sort_desc(T* data, std::size_t n, std::size_t budget, Key 
   return n;
 }
 
-/// Sorts `data[0..n)` by `key(element)` descending, stably (equal keys keep their order), using
-/// `scratch` (resized as needed). An LSD radix sort on 8-bit digits of (max key - key) that skips
-/// digits all keys share, with insertion sort for short ranges. Keys may be any int64 values.
+// LSD radix passes of `stable_sort_desc` over the bits of (kmax - key) below `bits`, 8 at a
+// time: sorts `data[0..n)` (all keys within 2^bits of kmax) stably, using `tmp`.
 template <class T, class Key>
-void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) {
-  if (n < 48) {
-    insertion_sort_desc(data, n, n * n, key);
-    return;
-  }
-  std::int64_t kmax = key(data[0]);
-  std::int64_t kmin = kmax;
-  for (std::size_t i = 1; i < n; ++i) {
-    const auto k = key(data[i]);
-    kmax = std::max(kmax, k);
-    kmin = std::min(kmin, k);
-  }
-  const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
-  if (range == 0) {
-    return;
-  }
-  scratch.resize(n);
+void radix_passes_desc(T* data, std::size_t n, T* tmp, Key& key, std::int64_t kmax, int bits) {
   T* from = data;
-  T* to = scratch.data();
+  T* to = tmp;
   std::uint32_t count[256];
-  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 8) {
+  for (int shift = 0; shift < bits; shift += 8) {
     std::fill(count, count + 256, 0u);
     for (std::size_t i = 0; i < n; ++i) {
       ++count[((static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(key(from[i]))) >>
@@ -162,14 +145,76 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
   }
 }
 
-/// `stable_sort_desc` for input that is often nearly sorted (a few elements out of place): an
-/// insertion sort while it stays within a few moves per element, the radix sort otherwise. Same
-/// result either way.
+/// Sorts `data[0..n)` by `key(element)` descending, stably (equal keys keep their order), using
+/// `scratch` (resized as needed). Keys may be any int64 values. One pass on the most significant
+/// bits of (max key - key) spreads the elements over about n buckets (at most 2,048); each is then
+/// finished by insertion sort, or, when it holds many elements (clustered keys), by LSD radix
+/// passes over the remaining bits. Short ranges use insertion sort alone.
 template <class T, class Key>
-void stable_sort_desc_adaptive(T* data, std::size_t n, std::vector<T>& scratch, Key key) {
-  if (insertion_sort_desc(data, n, 4 * n, key) < n) {
-    stable_sort_desc(data, n, scratch, key);
+void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) {
+  if (n < 48) {
+    insertion_sort_desc(data, n, n * n, key);
+    return;
   }
+  std::int64_t kmax = key(data[0]);
+  std::int64_t kmin = kmax;
+  for (std::size_t i = 1; i < n; ++i) {
+    const auto k = key(data[i]);
+    kmax = std::max(kmax, k);
+    kmin = std::min(kmin, k);
+  }
+  const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
+  if (range == 0) {
+    return;
+  }
+  int top = 0; // bits of the range
+  while (top < 64 && (range >> top) != 0) {
+    ++top;
+  }
+  int bits = 4; // bucket count 2^bits: about n, at most 2^11
+  while (bits < 11 && (std::size_t{1} << bits) < n) {
+    ++bits;
+  }
+  bits = std::min(bits, top);
+  const int shift = top - bits; // bits left below the bucket digit
+  std::uint32_t start[(std::size_t{1} << 11) + 1];
+  const std::size_t buckets = std::size_t{1} << bits;
+  std::fill(start, start + buckets + 1, 0u);
+  const auto digit = [&](const T& e) {
+    return static_cast<std::size_t>(
+        (static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(key(e))) >> shift);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    ++start[digit(data[i]) + 1];
+  }
+  for (std::size_t d = 0; d < buckets; ++d) {
+    start[d + 1] += start[d];
+  }
+  scratch.resize(n);
+  {
+    std::uint32_t next[std::size_t{1} << 11];
+    std::copy(start, start + buckets, next);
+    for (std::size_t i = 0; i < n; ++i) {
+      scratch[next[digit(data[i])]++] = data[i];
+    }
+  }
+  if (shift > 0) {
+    std::vector<T> tmp; // only for buckets of clustered keys
+    for (std::size_t d = 0; d < buckets; ++d) {
+      T* b = scratch.data() + start[d];
+      const std::size_t size = start[d + 1] - start[d];
+      if (size < 2) {
+        continue;
+      }
+      if (size <= 32) {
+        insertion_sort_desc(b, size, size * size, key);
+      } else {
+        tmp.resize(size);
+        radix_passes_desc(b, size, tmp.data(), key, kmax, shift);
+      }
+    }
+  }
+  std::copy(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n), data);
 }
 
 } // namespace packswap::detail

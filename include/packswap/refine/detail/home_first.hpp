@@ -92,6 +92,9 @@ class home_first {
     // Costs fall as ids rise, so levels only rise: one walk down the caps.
     std::size_t level = 0;
     for (std::size_t p = 0; p < n_; ++p) {
+      if (p + prefetch_distance < n_) {
+        prefetch(&packs[static_cast<std::size_t>(input_id_[p + prefetch_distance])]);
+      }
       const auto& m = packs[static_cast<std::size_t>(input_id_[p])];
       // The last j with caps[j] >= cost; caps[0] bounds every cost by construction.
       while (level + 1 < k_ && caps[level + 1] >= m.cost) {
@@ -122,17 +125,22 @@ class home_first {
     for (std::size_t r = 0; r < dp_; ++r) {
       own_first_[r + 1] += own_first_[r];
     }
-    own_.resize(n_);
     {
+      // (bytes, id) pairs, so the sorts read no pack records.
+      std::vector<std::pair<std::int64_t, std::int32_t>> bucket(n_);
       std::vector<std::size_t> pos(own_first_.begin(), own_first_.end() - 1);
       for (std::size_t p = 0; p < n_; ++p) {
-        own_[pos[src(p)]++] = static_cast<std::int32_t>(p);
+        bucket[pos[src(p)]++] = {pk_[p].bytes, static_cast<std::int32_t>(p)};
       }
-    }
-    for (std::size_t r = 0; r < dp_; ++r) {
-      const std::size_t size = own_first_[r + 1] - own_first_[r];
-      insertion_sort_desc(own_.data() + own_first_[r], size, size * size,
-                          [&](std::int32_t p) { return pk_[static_cast<std::size_t>(p)].bytes; });
+      for (std::size_t r = 0; r < dp_; ++r) {
+        const std::size_t size = own_first_[r + 1] - own_first_[r];
+        insertion_sort_desc(bucket.data() + own_first_[r], size, size * size,
+                            [](const std::pair<std::int64_t, std::int32_t>& e) { return e.first; });
+      }
+      own_.resize(n_);
+      for (std::size_t i = 0; i < n_; ++i) {
+        own_[i] = bucket[i].second;
+      }
     }
     sorted_cost_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
@@ -418,6 +426,11 @@ class home_first {
     std::int64_t fill_lo = 0;
     std::int64_t fill_hi = 0;
     for (std::size_t r = 0; r < dp_; ++r) {
+      if (r + 1 < dp_) {
+        for (std::size_t i = first[r + 1]; i < first[r + 2]; ++i) {
+          prefetch(&pk_[static_cast<std::size_t>(own[i])]); // the next rank's packs
+        }
+      }
       const auto begin = own.begin() + static_cast<std::ptrdiff_t>(first[r]);
       const auto end = own.begin() + static_cast<std::ptrdiff_t>(first[r + 1]);
       std::int64_t missing_lo = all_lo;
@@ -583,6 +596,12 @@ class home_first {
         }
         std::sort(eligible.begin(), mid, lighter);
         for (std::size_t i = 0; i < m; ++i) {
+          if (i + prefetch_distance < m) {
+            const std::size_t ahead = eligible[i + prefetch_distance];
+            prefetch(&cnt_[ahead * k_]);
+            prefetch(&items_[ahead * k_]);
+            prefetch(&item_home_[ahead * k_]);
+          }
           const std::size_t r = eligible[i];
           place(static_cast<std::size_t>(left[i]), r);
           refresh(r);
@@ -717,11 +736,9 @@ class home_first {
                     static_cast<std::int64_t>(i)};
       }
       // Ascending keys, ties in place order: a stable descending sort of the negated keys
-      // (keys are loads, never near the int64 minimum). After a level is dealt its keys ascend
-      // in place order, and later sweeps disturb them little: nearly sorted input.
-      stable_sort_desc_adaptive(
-          order.data(), m, redeal_scratch_,
-          [](const std::pair<std::int64_t, std::int64_t>& e) { return -e.first; });
+      // (keys are loads, never near the int64 minimum).
+      stable_sort_desc(order.data(), m, redeal_scratch_,
+                       [](const std::pair<std::int64_t, std::int64_t>& e) { return -e.first; });
       for (std::size_t j = 0; j < m; ++j) {
         const auto& from = places[j];
         const auto& to = places[static_cast<std::size_t>(order[j].second)];
@@ -985,9 +1002,20 @@ class home_first {
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
       bool changed = false;
       // In input order: batches list each rank's packs together, so consecutive packs share a
-      // home rank and its items stay in cache.
-      for (const auto p32 : internal_id_) {
-        const auto p = static_cast<std::size_t>(p32);
+      // home rank and its items stay in cache. The records of packs a few steps ahead are
+      // fetched early: input order is random in the internal numbering.
+      for (std::size_t next = 0; next < n_; ++next) {
+        if (next + prefetch_distance < n_) {
+          prefetch(&pk_[static_cast<std::size_t>(internal_id_[next + prefetch_distance])]);
+        }
+        if (next + prefetch_distance / 2 < n_) {
+          // Fetched half the distance ago: its rank's state can be fetched now.
+          const auto ahead = static_cast<std::size_t>(
+              pk_[static_cast<std::size_t>(internal_id_[next + prefetch_distance / 2])].rank);
+          prefetch(&load_[ahead]);
+          prefetch(&full_[ahead * k_]);
+        }
+        const auto p = static_cast<std::size_t>(internal_id_[next]);
         const auto r = static_cast<std::size_t>(pk_[p].rank);
         const std::size_t h = src(p);
         if (r == h) {
@@ -1085,6 +1113,18 @@ class home_first {
         movable_[static_cast<std::size_t>(pk_[v].level)] = static_cast<std::int64_t>(v);
       }
     }
+  }
+
+  // How far ahead the passes over packs in input order fetch pack records.
+  static constexpr std::size_t prefetch_distance = 8;
+
+  // A hint that `p` will be read soon; no effect on results.
+  static void prefetch(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p);
+#else
+    (void)p;
+#endif
   }
 
   std::size_t dp_, k_, n_;
