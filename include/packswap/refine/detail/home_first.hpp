@@ -216,6 +216,9 @@ class home_first {
     if (h == r) {
       return 0;
     }
+    if (!multi_node_) {
+      return pk_[p].bytes;
+    }
     return (node_[h] == node_[r] ? 1 : inter_weight_) * pk_[p].bytes;
   }
 
@@ -382,16 +385,11 @@ class home_first {
   // Per-level quantile of costs (per mille), from the cost index where each level is contiguous.
   std::vector<std::int64_t> level_quantile(std::int32_t permille) const {
     std::vector<std::int64_t> q(k_, 0);
-    std::size_t begin = 0;
-    while (begin < n_) {
-      const auto l = static_cast<std::size_t>(pk_[static_cast<std::size_t>(by_cost(begin))].level);
-      std::size_t end = begin;
-      while (end < n_ &&
-             static_cast<std::size_t>(pk_[static_cast<std::size_t>(by_cost(end))].level) == l) {
-        ++end;
+    for (std::size_t l = 0; l < k_; ++l) {
+      if (level_end_[l] > level_begin_[l]) {
+        q[l] = sorted_cost_[level_begin_[l] + (level_end_[l] - level_begin_[l] - 1) *
+                                                  static_cast<std::size_t>(permille) / 1000];
       }
-      q[l] = sorted_cost_[begin + (end - begin - 1) * static_cast<std::size_t>(permille) / 1000];
-      begin = end;
     }
     return q;
   }
@@ -544,21 +542,20 @@ class home_first {
       const auto free_slots = static_cast<std::int64_t>(k_ - used_[r]);
       expected[r] = missing == 0 ? free_slots * overall : e / missing * free_slots;
     }
-    // last_full[r]: the highest level at which r's prefix is full (-1: none). r can take a pack
-    // of level l iff last_full[r] < l; only a rank that just took a pack needs a new value.
-    std::vector<std::int32_t> last_full(dp_, -1);
-    const auto refresh = [&](std::size_t r) {
+    // Rank r can take a pack of level l iff room(j) = j + 1 - (packs of level <= j) >= 1 for
+    // every j >= l. Levels are dealt in rising order, so every pack dealt so far lowers room(j)
+    // at every j >= l by one: the test is min_room[r][l] (from the pins) - dealt[r] >= 1.
+    std::vector<std::int32_t> min_room(dp_ * k_);
+    std::vector<std::int32_t> dealt(dp_, 0);
+    for (std::size_t r = 0; r < dp_; ++r) {
       std::int32_t prefix = 0;
-      last_full[r] = -1;
       for (std::size_t j = 0; j < k_; ++j) {
         prefix += cnt_[r * k_ + j];
-        if (prefix >= static_cast<std::int32_t>(j) + 1) {
-          last_full[r] = static_cast<std::int32_t>(j);
-        }
+        min_room[r * k_ + j] = static_cast<std::int32_t>(j) + 1 - prefix;
       }
-    };
-    for (std::size_t r = 0; r < dp_; ++r) {
-      refresh(r);
+      for (std::size_t j = k_ - 1; j-- > 0;) {
+        min_room[r * k_ + j] = std::min(min_room[r * k_ + j], min_room[r * k_ + j + 1]);
+      }
     }
     std::vector<std::size_t> eligible;
     std::vector<std::int32_t> left;
@@ -575,7 +572,7 @@ class home_first {
       while (!left.empty()) {
         eligible.clear();
         for (std::size_t r = 0; r < dp_; ++r) {
-          if (used_[r] < k_ && last_full[r] < level) {
+          if (used_[r] < k_ && min_room[r * k_ + static_cast<std::size_t>(level)] - dealt[r] >= 1) {
             eligible.push_back(r);
           }
         }
@@ -604,7 +601,7 @@ class home_first {
           }
           const std::size_t r = eligible[i];
           place(static_cast<std::size_t>(left[i]), r);
-          refresh(r);
+          ++dealt[r];
           expected[r] = std::max<std::int64_t>(0, expected[r] - level_mean);
         }
         left.erase(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(m));
@@ -632,6 +629,7 @@ class home_first {
     std::vector<std::int64_t> heaviest(k_);
     std::vector<std::int64_t> lightest(k_);
     for (std::int32_t round = 0; round <= tuning_.unlock_rounds; ++round) {
+      collect_unlocked();
       for (std::int32_t sweep = 0; sweep < tuning_.redeal_sweeps; ++sweep) {
         if (!redeal()) {
           break;
@@ -701,6 +699,23 @@ class home_first {
     }
   }
 
+  // The unlocked packs of every level, by cost descending, ties by id (the level's stretch of the
+  // cost index walked from the top): level l is unlocked_[unlocked_start_[l] ..
+  // unlocked_start_[l + 1] - 1]. Locks change only between the re-deal sweeps.
+  void collect_unlocked() {
+    unlocked_.resize(n_);
+    unlocked_start_.assign(k_ + 1, 0);
+    std::size_t m = 0;
+    for (std::size_t l = 0; l < k_; ++l) {
+      unlocked_start_[l] = m;
+      for (std::size_t i = level_end_[l]; i-- > level_begin_[l];) {
+        unlocked_[m] = by_cost(i); // kept only if unlocked: no branch to mispredict
+        m += locked_[static_cast<std::size_t>(by_cost(i))] == 0 ? 1 : 0;
+      }
+    }
+    unlocked_start_[k_] = m;
+  }
+
   // (2b) Re-deals the unlocked packs of one level at a time: they leave their ranks and come
   // back heaviest to the rank that is lightest without them. Pairing sorted against reverse-sorted
   // minimises the largest sum (and maximises the smallest), so no sweep raises B; every rank
@@ -709,18 +724,11 @@ class home_first {
   // per level. Returns whether any pack changed rank.
   bool redeal() {
     bool changed = false;
-    auto& group = redeal_group_;
     auto& order = redeal_order_;
     auto& places = redeal_places_;
     for (std::size_t l = 0; l < k_; ++l) {
-      // The level's unlocked packs by cost descending, ties by id: its stretch of the cost index
-      // walked from the top.
-      group.resize(level_end_[l] - level_begin_[l]);
-      std::size_t m = 0;
-      for (std::size_t i = level_end_[l]; i-- > level_begin_[l];) {
-        group[m] = by_cost(i); // kept only if unlocked: no branch to mispredict
-        m += locked_[static_cast<std::size_t>(by_cost(i))] == 0 ? 1 : 0;
-      }
+      const std::int32_t* group = unlocked_.data() + unlocked_start_[l];
+      const std::size_t m = unlocked_start_[l + 1] - unlocked_start_[l];
       if (m < 2) {
         continue;
       }
@@ -739,15 +747,12 @@ class home_first {
       // (keys are loads, never near the int64 minimum).
       stable_sort_desc(order.data(), m, redeal_scratch_,
                        [](const std::pair<std::int64_t, std::int64_t>& e) { return -e.first; });
-      for (std::size_t j = 0; j < m; ++j) {
-        const auto& from = places[j];
-        const auto& to = places[static_cast<std::size_t>(order[j].second)];
-        changed |= from.rank != to.rank;
-        load_[static_cast<std::size_t>(to.rank)] += from.cost - to.cost;
-      }
+      // Pack j (which held place j) moves to the j-th place in key order.
       for (std::size_t j = 0; j < m; ++j) {
         const auto p = static_cast<std::size_t>(group[j]);
         const auto& to = places[static_cast<std::size_t>(order[j].second)];
+        changed |= places[j].rank != to.rank;
+        load_[static_cast<std::size_t>(to.rank)] += places[j].cost - to.cost;
         pk_[p].rank = to.rank;
         pk_[p].slot = to.item;
         const std::size_t at =
@@ -1037,16 +1042,20 @@ class home_first {
           if (t == r) {
             return;
           }
+          const std::int64_t p_delta = away(p, t) - away(p, r); // p's part of every trade here
+          const std::int64_t p_cost = pk_[p].cost;
+          const std::int32_t* t_items = &items_[t * k_];
+          const std::int32_t* t_homes = &item_home_[t * k_];
           for (std::size_t i = 0; i < used_[t]; ++i) {
-            if (static_cast<std::size_t>(item_home_[t * k_ + i]) == t) {
+            if (static_cast<std::size_t>(t_homes[i]) == t) {
               continue; // home: trading it away gains nothing in general
             }
-            const auto q = static_cast<std::size_t>(items_[t * k_ + i]);
-            const std::int64_t delta = swap_delta(p, r, q, t);
+            const auto q = static_cast<std::size_t>(t_items[i]);
+            const std::int64_t delta = p_delta + away(q, r) - away(q, t);
             if (delta >= 0 || (found && delta >= best.delta)) {
               continue;
             }
-            const std::int64_t d = pk_[p].cost - pk_[q].cost; // load moving from r to t
+            const std::int64_t d = p_cost - pk_[q].cost; // load moving from r to t
             const bool loads_fit = load_[t] + d <= limit_ && load_[r] - d <= limit_;
             // Compensation only for the trade that brings p home.
             if ((!loads_fit && t != h) || !level_room(t, pk_[p].level, pk_[q].level) ||
@@ -1161,7 +1170,8 @@ class home_first {
   std::vector<std::int64_t> slack_used_;             // per level, by the ranks pinned so far
   std::vector<std::int64_t> deficit_;                // scratch for completable()
   std::vector<std::size_t> level_begin_, level_end_; // level l: by_cost(begin .. end - 1)
-  std::vector<std::int32_t> redeal_group_;
+  std::vector<std::int32_t> unlocked_;               // see collect_unlocked()
+  std::vector<std::size_t> unlocked_start_;
   std::vector<std::pair<std::int64_t, std::int64_t>> redeal_order_; // (load without, place)
   std::vector<std::pair<std::int64_t, std::int64_t>> redeal_scratch_;
   struct redeal_place {
