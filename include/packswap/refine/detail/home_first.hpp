@@ -1046,7 +1046,8 @@ class home_first {
           const std::int64_t p_cost = pk_[p].cost;
           const std::int32_t* t_items = &items_[t * k_];
           const std::int32_t* t_homes = &item_home_[t * k_];
-          for (std::size_t i = 0; i < used_[t]; ++i) {
+          const std::size_t t_used = used_[t]; // no trade below changes it
+          for (std::size_t i = 0; i < t_used; ++i) {
             if (static_cast<std::size_t>(t_homes[i]) == t) {
               continue; // home: trading it away gains nothing in general
             }
