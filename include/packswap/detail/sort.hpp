@@ -147,9 +147,10 @@ void radix_passes_desc(T* data, std::size_t n, T* tmp, Key& key, std::int64_t km
 
 /// Sorts `data[0..n)` by `key(element)` descending, stably (equal keys keep their order), using
 /// `scratch` (resized as needed). Keys may be any int64 values. One pass on the most significant
-/// bits of (max key - key) spreads the elements over about n buckets (at most 2,048); each is then
-/// finished by insertion sort, or, when it holds many elements (clustered keys), by LSD radix
-/// passes over the remaining bits. Short ranges use insertion sort alone.
+/// bits of (max key - key) spreads the elements over about n buckets (at most 2,048); one
+/// insertion pass then finishes, or, when buckets hold many elements (clustered keys), each
+/// bucket is finished on its own by insertion sort or LSD radix passes over the remaining bits.
+/// Short ranges use insertion sort alone.
 template <class T, class Key>
 void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) {
   if (n < 48) {
@@ -198,7 +199,10 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
       scratch[next[digit(data[i])]++] = data[i];
     }
   }
-  if (shift > 0) {
+  // Out of order now only inside buckets: one insertion pass over everything finishes the job
+  // while buckets are small; where it would be long (clustered keys), each bucket is sorted on
+  // its own instead (the pass leaves a sorted prefix and an untouched rest, so that is exact).
+  if (shift > 0 && insertion_sort_desc(scratch.data(), n, 2 * n, key) < n) {
     std::vector<T> tmp; // only for buckets of clustered keys
     for (std::size_t d = 0; d < buckets; ++d) {
       T* b = scratch.data() + start[d];
