@@ -647,14 +647,12 @@ class home_first {
       if (total_excess == 0) {
         return;
       }
-      std::fill(heaviest.begin(), heaviest.end(), -1);
-      std::fill(lightest.begin(), lightest.end(), -1);
-      for (std::size_t p = 0; p < n_; ++p) {
-        if (locked_[p] == 0) {
-          const auto l = static_cast<std::size_t>(pk_[p].level);
-          heaviest[l] = std::max(heaviest[l], pk_[p].cost);
-          lightest[l] = lightest[l] < 0 ? pk_[p].cost : std::min(lightest[l], pk_[p].cost);
-        }
+      // Each level's unlocked packs, collected this round, run by cost descending.
+      for (std::size_t l = 0; l < k_; ++l) {
+        const bool any = unlocked_start_[l + 1] > unlocked_start_[l];
+        heaviest[l] = any ? pk_[static_cast<std::size_t>(unlocked_[unlocked_start_[l]])].cost : -1;
+        lightest[l] =
+            any ? pk_[static_cast<std::size_t>(unlocked_[unlocked_start_[l + 1] - 1])].cost : -1;
       }
       // Far: a rank holding 16 times its share of all room, or above the limit by more than the
       // typical room of a rank.
