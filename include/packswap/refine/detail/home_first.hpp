@@ -557,7 +557,9 @@ class home_first {
         min_room[r * k_ + j] = std::min(min_room[r * k_ + j], min_room[r * k_ + j + 1]);
       }
     }
-    std::vector<std::size_t> eligible;
+    // Eligible ranks with their projected loads: (projection, rank), so that the pair order is
+    // the deal order (lightest projection first, ties by rank).
+    std::vector<std::pair<std::int64_t, std::size_t>> eligible;
     std::vector<std::int32_t> left;
     std::vector<std::int32_t> stranded;
     for (std::size_t begin = 0; begin < pool.size();) {
@@ -573,33 +575,28 @@ class home_first {
         eligible.clear();
         for (std::size_t r = 0; r < dp_; ++r) {
           if (used_[r] < k_ && min_room[r * k_ + static_cast<std::size_t>(level)] - dealt[r] >= 1) {
-            eligible.push_back(r);
+            eligible.emplace_back(load_[r] + expected[r], r);
           }
         }
         if (eligible.empty()) {
           stranded.insert(stranded.end(), left.begin(), left.end());
           break;
         }
-        // The m lightest projections, in order (a total order: ties by rank).
-        const auto lighter = [&](std::size_t a, std::size_t b) {
-          const std::int64_t pa = load_[a] + expected[a];
-          const std::int64_t pb = load_[b] + expected[b];
-          return pa < pb || (pa == pb && a < b);
-        };
+        // The m lightest projections, in order (pairs are distinct: a total order).
         const std::size_t m = std::min(eligible.size(), left.size());
         const auto mid = eligible.begin() + static_cast<std::ptrdiff_t>(m);
         if (m < eligible.size()) {
-          std::nth_element(eligible.begin(), mid, eligible.end(), lighter);
+          std::nth_element(eligible.begin(), mid, eligible.end());
         }
-        std::sort(eligible.begin(), mid, lighter);
+        std::sort(eligible.begin(), mid);
         for (std::size_t i = 0; i < m; ++i) {
           if (i + prefetch_distance < m) {
-            const std::size_t ahead = eligible[i + prefetch_distance];
+            const std::size_t ahead = eligible[i + prefetch_distance].second;
             prefetch(&cnt_[ahead * k_]);
             prefetch(&items_[ahead * k_]);
             prefetch(&item_home_[ahead * k_]);
           }
-          const std::size_t r = eligible[i];
+          const std::size_t r = eligible[i].second;
           place(static_cast<std::size_t>(left[i]), r);
           ++dealt[r];
           expected[r] = std::max<std::int64_t>(0, expected[r] - level_mean);
