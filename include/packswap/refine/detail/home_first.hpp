@@ -341,31 +341,31 @@ class home_first {
   bool completable(std::size_t r, const std::int64_t* lo = nullptr,
                    const std::int64_t* hi = nullptr, std::int64_t* fill_lo = nullptr,
                    std::int64_t* fill_hi = nullptr) {
-    std::int64_t* upper = deficit_.data();
+    std::int32_t* upper = deficit_.data();
     const std::int32_t* c = &cnt_[r * k_];
-    std::int64_t held = 0;
+    std::int32_t held = 0;
     bool ok = true;
     for (std::size_t j = 0; j < k_; ++j) {
       held += c[j];
-      upper[j] = static_cast<std::int64_t>(j) + 1 - held;
+      upper[j] = static_cast<std::int32_t>(j) + 1 - held;
       ok &= upper[j] >= 0;
     }
     if (!ok) {
       return false;
     }
-    std::int64_t next = upper[k_ - 1];
+    // Level k - 1 first (nothing above it is received), then downward.
+    std::int32_t next = upper[k_ - 1];
+    upper[k_ - 1] = 0;
     std::int64_t sum_lo = 0;
     std::int64_t sum_hi = 0;
-    for (std::size_t j = k_; j-- > 0;) {
-      const std::int64_t received = std::min(upper[j], next); // R(j)
+    for (std::size_t j = k_ - 1; j-- > 0;) {
+      const std::int32_t received = std::min(upper[j], next); // R(j)
       upper[j] -= received;                                   // now the slack used at j
-      ok &= slack_used_[j] + upper[j] <= slack_[j];
+      ok &= upper[j] <= slack_left_[j];
       if constexpr (Band) {
         // R(j + 1) - R(j) packs of level j + 1 are received.
-        if (j + 1 < k_) {
-          sum_lo += (next - received) * lo[j + 1];
-          sum_hi += (next - received) * hi[j + 1];
-        }
+        sum_lo += (next - received) * lo[j + 1];
+        sum_hi += (next - received) * hi[j + 1];
       }
       next = received;
     }
@@ -378,7 +378,7 @@ class home_first {
 
   void commit_deficits() {
     for (std::size_t j = 0; j < k_; ++j) {
-      slack_used_[j] += deficit_[j];
+      slack_left_[j] -= deficit_[j];
     }
   }
 
@@ -408,7 +408,7 @@ class home_first {
                                                      static_cast<std::int64_t>(dp_));
     const auto lo = level_quantile(tuning_.band_low_permille);
     const auto hi = level_quantile(tuning_.band_high_permille);
-    slack_used_.assign(k_, 0);
+    slack_left_ = slack_;
     deficit_.assign(k_, 0);
     const auto& own = own_;
     const auto& first = own_first_;
@@ -1163,8 +1163,8 @@ class home_first {
   std::vector<std::int32_t> full_; // see full_from()
   std::vector<char> full_stale_;
   std::vector<std::int64_t> slack_;                  // per level, see the constructor
-  std::vector<std::int64_t> slack_used_;             // per level, by the ranks pinned so far
-  std::vector<std::int64_t> deficit_;                // scratch for completable()
+  std::vector<std::int64_t> slack_left_;             // per level, after the ranks pinned so far
+  std::vector<std::int32_t> deficit_;                // scratch for completable()
   std::vector<std::size_t> level_begin_, level_end_; // level l: by_cost(begin .. end - 1)
   std::vector<std::int32_t> unlocked_;               // see collect_unlocked()
   std::vector<std::size_t> unlocked_start_;
