@@ -147,7 +147,7 @@ void radix_passes_desc(T* data, std::size_t n, T* tmp, Key& key, std::int64_t km
 
 /// Sorts `data[0..n)` by `key(element)` descending, stably (equal keys keep their order), using
 /// `scratch` (resized as needed). Keys may be any int64 values. One pass on the most significant
-/// bits of (max key - key) spreads the elements over about n buckets (at most 2,048); one
+/// bits of (max key - key) spreads the elements over about 2n buckets (at most 2,048); one
 /// insertion pass then finishes, or, when buckets hold many elements (clustered keys), each
 /// bucket is finished on its own by insertion sort or LSD radix passes over the remaining bits.
 /// Short ranges use insertion sort alone.
@@ -172,8 +172,8 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
   while (top < 64 && (range >> top) != 0) {
     ++top;
   }
-  int bits = 4; // bucket count 2^bits: about n, at most 2^11
-  while (bits < 11 && (std::size_t{1} << bits) < n) {
+  int bits = 4; // bucket count 2^bits: about 2n (few shared buckets), at most 2^11
+  while (bits < 11 && (std::size_t{1} << bits) < 2 * n) {
     ++bits;
   }
   bits = std::min(bits, top);
