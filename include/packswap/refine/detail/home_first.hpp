@@ -210,6 +210,14 @@ class home_first {
   }
 
  private:
+  // Weight of one byte computed on rank r that comes from rank h.
+  std::int64_t weight(std::size_t h, std::size_t r) const {
+    if (h == r) {
+      return 0;
+    }
+    return multi_node_ && node_[h] != node_[r] ? inter_weight_ : 1;
+  }
+
   // Weighted bytes of pack p when it is computed on rank r.
   std::int64_t away(std::size_t p, std::size_t r) const {
     const std::size_t h = src(p);
@@ -1043,11 +1051,18 @@ class home_first {
           const std::int32_t* t_homes = &item_home_[t * k_];
           const std::size_t t_used = used_[t]; // no trade below changes it
           for (std::size_t i = 0; i < t_used; ++i) {
-            if (static_cast<std::size_t>(t_homes[i]) == t) {
+            const auto hq = static_cast<std::size_t>(t_homes[i]);
+            if (hq == t) {
               continue; // home: trading it away gains nothing in general
             }
+            // q's part of the byte change is its bytes times a weight its home rank decides;
+            // where that weight is zero, the change is known before q's record is read.
+            const std::int64_t q_weight = weight(hq, r) - weight(hq, t);
+            if (q_weight == 0 && (p_delta >= 0 || (found && p_delta >= best.delta))) {
+              continue;
+            }
             const auto q = static_cast<std::size_t>(t_items[i]);
-            const std::int64_t delta = p_delta + away(q, r) - away(q, t);
+            const std::int64_t delta = p_delta + q_weight * pk_[q].bytes;
             if (delta >= 0 || (found && delta >= best.delta)) {
               continue;
             }
