@@ -88,8 +88,12 @@ class home_first {
     for (std::size_t p = 0; p < n_; ++p) {
       internal_id_[static_cast<std::size_t>(input_id_[p])] = static_cast<std::int32_t>(p);
     }
+    // One pass in cost order: records, level counts, own-pack counts, the cost index. Costs fall
+    // as ids rise, so levels only rise: one walk down the caps.
     pk_.resize(n_);
-    // Costs fall as ids rise, so levels only rise: one walk down the caps.
+    sorted_cost_.resize(n_);
+    std::vector<std::int64_t> at_level(k_, 0);
+    own_first_.assign(dp_ + 1, 0);
     std::size_t level = 0;
     for (std::size_t p = 0; p < n_; ++p) {
       if (p + prefetch_distance < n_) {
@@ -101,27 +105,31 @@ class home_first {
         ++level;
       }
       pk_[p] = {m.cost, m.bytes, m.source_rank, static_cast<std::int32_t>(level), -1, -1};
+      sorted_cost_[n_ - 1 - p] = m.cost;
+      ++at_level[level];
+      ++own_first_[static_cast<std::size_t>(m.source_rank) + 1];
     }
     // Slack of level j: how many ranks may end with fewer than j + 1 packs of level <= j. Zero
     // where no costs tie across a chunk boundary, which forces one pack per chunk on every rank.
+    // Levels rise with ids, so level j is ids [prefix before j, prefix after j): one stretch of
+    // the cost index, read backwards.
     slack_.assign(k_, 0);
+    level_begin_.assign(k_, 0);
+    level_end_.assign(k_, 0);
     {
-      std::vector<std::int64_t> at_level(k_, 0);
-      for (std::size_t p = 0; p < n_; ++p) {
-        ++at_level[static_cast<std::size_t>(pk_[p].level)];
-      }
       std::int64_t prefix = 0;
       for (std::size_t j = 0; j < k_; ++j) {
+        const auto first_id = static_cast<std::size_t>(prefix);
         prefix += at_level[j];
         slack_[j] = static_cast<std::int64_t>(dp_) * static_cast<std::int64_t>(j + 1) - prefix;
+        if (at_level[j] > 0) {
+          level_begin_[j] = n_ - static_cast<std::size_t>(prefix);
+          level_end_[j] = n_ - first_id;
+        }
       }
     }
     // Each rank's own packs by bytes descending, ties by id: bucketed by home rank in id order,
     // then each bucket (ga * mbs packs) sorted on its own.
-    own_first_.assign(dp_ + 1, 0);
-    for (std::size_t p = 0; p < n_; ++p) {
-      ++own_first_[src(p) + 1];
-    }
     for (std::size_t r = 0; r < dp_; ++r) {
       own_first_[r + 1] += own_first_[r];
     }
@@ -141,20 +149,6 @@ class home_first {
       for (std::size_t i = 0; i < n_; ++i) {
         own_[i] = bucket[i].second;
       }
-    }
-    sorted_cost_.resize(n_);
-    for (std::size_t i = 0; i < n_; ++i) {
-      sorted_cost_[i] = pk_[static_cast<std::size_t>(by_cost(i))].cost;
-    }
-    // Levels fall as costs rise, so each level is one stretch of the cost index.
-    level_begin_.assign(k_, 0);
-    level_end_.assign(k_, 0);
-    for (std::size_t i = 0; i < n_; ++i) {
-      const auto l = static_cast<std::size_t>(pk_[static_cast<std::size_t>(by_cost(i))].level);
-      if (level_end_[l] != i) {
-        level_begin_[l] = i;
-      }
-      level_end_[l] = i + 1;
     }
   }
 
