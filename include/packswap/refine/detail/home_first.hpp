@@ -920,24 +920,45 @@ class home_first {
     };
     // A full fix that moves no more bytes cannot be beaten by much: stop looking.
     const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
-    // Every pair of packs between r and the roomiest ranks.
+    // Every pair of packs between r and the roomiest ranks. Outside level repairs a full fix
+    // (which beats every partial one) moves d = cost(x) - cost(y) in [excess of r, room of the
+    // partner]: those pairs go first, and the rest only if none of them is a fix. Same answer as
+    // considering every pair, with far fewer candidates.
     roomiest(static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
-    for (const std::size_t s2 : scratch_ranks_) {
-      if (settled()) {
-        break;
-      }
-      for (std::size_t i = 0; i < used_[r]; ++i) {
-        const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
-        // Without slack at x's level only a pack of the same level can take its place.
-        const bool same_level_only =
-            !crowded && slack_[static_cast<std::size_t>(pk_[x].level)] == 0;
-        for (std::size_t j = 0; j < used_[s2]; ++j) {
+    const auto pairs = [&](bool full_only) {
+      for (const std::size_t s2 : scratch_ranks_) {
+        if (settled()) {
+          break;
+        }
+        const std::int64_t room = limit_ - load_[s2];
+        // The partner's packs, read once: (cost, level) beside the id.
+        const std::size_t s2_used = used_[s2];
+        partner_.resize(s2_used);
+        for (std::size_t j = 0; j < s2_used; ++j) {
           const auto y = static_cast<std::size_t>(items_[s2 * k_ + j]);
-          if (!same_level_only || pk_[y].level == pk_[x].level) {
-            consider(x, y);
+          partner_[j] = {pk_[y].cost, pk_[y].level, static_cast<std::int32_t>(y)};
+        }
+        for (std::size_t i = 0; i < used_[r]; ++i) {
+          const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
+          const std::int32_t x_level = pk_[x].level;
+          const std::int64_t x_cost = pk_[x].cost;
+          // Without slack at x's level only a pack of the same level can take its place.
+          const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(x_level)] == 0;
+          for (const auto& y : partner_) {
+            if ((same_level_only && y.level != x_level) ||
+                (full_only && (x_cost - y.cost < exc || x_cost - y.cost > room))) {
+              continue;
+            }
+            consider(x, static_cast<std::size_t>(y.id));
           }
         }
       }
+    };
+    if (!crowded) {
+      pairs(true);
+    }
+    if (!found) {
+      pairs(false);
     }
     // The cost index only when no partner among the roomiest fixes r outright: it is the
     // expensive part of a step, and most steps find their fix among the roomy ranks.
@@ -1186,6 +1207,11 @@ class home_first {
   std::vector<redeal_place> redeal_places_;
   std::vector<char> locked_; // pinned home packs the re-deal leaves alone
   std::vector<std::size_t> scratch_ranks_;
+  struct partner_pack {
+    std::int64_t cost;
+    std::int32_t level, id;
+  };
+  std::vector<partner_pack> partner_; // a repair partner's packs, see repair_step
   std::vector<std::int64_t> movable_; // see index_movable
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   std::priority_queue<std::pair<std::int64_t, std::int64_t>> room_heap_; // (room, -rank), lazy
