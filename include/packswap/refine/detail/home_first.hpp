@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <queue>
 #include <tuple>
 #include <vector>
@@ -938,18 +939,35 @@ class home_first {
           const auto y = static_cast<std::size_t>(items_[s2 * k_ + j]);
           partner_[j] = {pk_[y].cost, pk_[y].level, static_cast<std::int32_t>(y)};
         }
+        // Outside level repairs only a cheaper y can help (a full fix: cost within
+        // [cost(x) - room, cost(x) - excess]); sorted by cost, those form one range per x.
+        // The order of candidates does not matter: the best under `better` wins.
+        if (!crowded) {
+          std::sort(partner_.begin(), partner_.end(), [](const auto& a, const auto& b) {
+            return a.cost < b.cost || (a.cost == b.cost && a.id < b.id);
+          });
+        }
         for (std::size_t i = 0; i < used_[r]; ++i) {
           const auto x = static_cast<std::size_t>(items_[r * k_ + i]);
           const std::int32_t x_level = pk_[x].level;
           const std::int64_t x_cost = pk_[x].cost;
           // Without slack at x's level only a pack of the same level can take its place.
           const bool same_level_only = !crowded && slack_[static_cast<std::size_t>(x_level)] == 0;
-          for (const auto& y : partner_) {
-            if ((same_level_only && y.level != x_level) ||
-                (full_only && (x_cost - y.cost < exc || x_cost - y.cost > room))) {
-              continue;
+          auto first = partner_.begin();
+          auto last = partner_.end();
+          if (!crowded) {
+            const std::int64_t lo =
+                full_only ? x_cost - room : std::numeric_limits<std::int64_t>::min();
+            const std::int64_t hi = full_only ? x_cost - exc : x_cost - 1;
+            first = std::lower_bound(partner_.begin(), partner_.end(), lo,
+                                     [](const auto& y, std::int64_t c) { return y.cost < c; });
+            last = std::upper_bound(first, partner_.end(), hi,
+                                    [](std::int64_t c, const auto& y) { return c < y.cost; });
+          }
+          for (auto y = first; y < last; ++y) {
+            if (!same_level_only || y->level == x_level) {
+              consider(x, static_cast<std::size_t>(y->id));
             }
-            consider(x, static_cast<std::size_t>(y.id));
           }
         }
       }
