@@ -1,8 +1,11 @@
 // Solver timings on the default workload (vlm-pretrain packed into 8K packs), ga = 16, from 256
-// to 262,144 packs. Single-threaded; what each rank runs on the gathered metadata:
+// to 262,144 packs. Single-threaded; what each rank runs on the gathered metadata, every step,
+// with one `packswap::solver` kept across steps (as a trainer keeps it):
 //   balance_plan  stage 1 and the caller's own plan (what a location-blind balancer costs)
 //   solve         the full solve (stage 1, minimal-movement stage 2, own plan)
 //   solve_all     the full solve building every rank's plan and counting peers (tests, CLI)
+//   solve_once    `solve` through the free function `packswap::solve`, which allocates its
+//                 working memory anew on every call (page faults included)
 // Report medians: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -24,7 +27,9 @@ const std::vector<packswap::pack_meta>& batch(std::int64_t packs) {
   return it->second;
 }
 
-void run(benchmark::State& state, bool refine, bool all_plans) {
+enum class calls { reused_solver, free_function };
+
+void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   const std::int64_t packs = state.range(0);
   const packswap::shape s{static_cast<std::int32_t>(packs / 16), 16, 1};
   const auto& b = batch(packs);
@@ -32,8 +37,14 @@ void run(benchmark::State& state, bool refine, bool all_plans) {
   opt.refine = refine;
   opt.plan_rank = all_plans ? -1 : 0;
   opt.count_peers = all_plans;
+  packswap::solver solver;
+  packswap::solution sol;
   for (auto _ : state) {
-    auto sol = packswap::solve(b, s, opt);
+    if (how == calls::reused_solver) {
+      solver.solve(b, s, opt, sol);
+    } else {
+      sol = packswap::solve(b, s, opt);
+    }
     benchmark::DoNotOptimize(sol.cells.data());
   }
   state.SetItemsProcessed(state.iterations() * packs);
@@ -41,13 +52,16 @@ void run(benchmark::State& state, bool refine, bool all_plans) {
 }
 
 void balance_plan(benchmark::State& state) {
-  run(state, false, false);
+  run(state, false, false, calls::reused_solver);
 }
 void solve(benchmark::State& state) {
-  run(state, true, false);
+  run(state, true, false, calls::reused_solver);
 }
 void solve_all(benchmark::State& state) {
-  run(state, true, true);
+  run(state, true, true, calls::reused_solver);
+}
+void solve_once(benchmark::State& state) {
+  run(state, true, false, calls::free_function);
 }
 
 } // namespace
@@ -55,5 +69,6 @@ void solve_all(benchmark::State& state) {
 BENCHMARK(balance_plan)->RangeMultiplier(4)->Range(256, 262144)->Unit(benchmark::kMillisecond);
 BENCHMARK(solve)->RangeMultiplier(4)->Range(256, 262144)->Unit(benchmark::kMillisecond);
 BENCHMARK(solve_all)->RangeMultiplier(4)->Range(256, 262144)->Unit(benchmark::kMillisecond);
+BENCHMARK(solve_once)->RangeMultiplier(4)->Range(256, 262144)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -94,3 +94,69 @@ TEST_CASE("custom policies plug into solve") {
   off.refine = false;
   CHECK(sol.cells == solve(packs, s, off).cells);
 }
+
+namespace {
+
+// Everything a solution holds, compared field by field.
+void check_same(const solution& got, const solution& want) {
+  CHECK(got.cells == want.cells);
+  CHECK(got.plan.digest() == want.plan.digest());
+  CHECK(got.balance.a == want.balance.a);
+  CHECK(got.balance.b == want.balance.b);
+  CHECK(got.balance.lb_a == want.balance.lb_a);
+  CHECK(got.balance.lb_b == want.balance.lb_b);
+  CHECK(got.movement.moved == want.movement.moved);
+  CHECK(got.movement.moved_bytes == want.movement.moved_bytes);
+  CHECK(got.movement.weighted_bytes == want.movement.weighted_bytes);
+  CHECK(got.movement.max_peers == want.movement.max_peers);
+  CHECK(got.stage1_a == want.stage1_a);
+  CHECK(got.stage1_b == want.stage1_b);
+}
+
+} // namespace
+
+TEST_CASE("a reused solver gives solve's answers while batches grow, shrink and change shape") {
+  prng rng(77);
+  solver reused;
+  solution out; // reused too
+  for (int trial = 0; trial < 300; ++trial) {
+    // Mostly small, now and then large, so the kept memory is both too small and too big.
+    const auto s = rng.chance(1, 8) ? shape{static_cast<std::int32_t>(64 + rng.below(64)), 16, 1}
+                                    : test::random_shape(rng, 32, 8, 2);
+    const auto packs =
+        test::random_batch(s, rng(), test::all_mixes[rng.below(7)], rng.chance(1, 3));
+    solve_options opt;
+    opt.mode = rng.chance(1, 3) ? sync_mode::per_step : sync_mode::per_micro_step;
+    opt.eps = rng.chance(1, 2) ? 0.0 : 0.01;
+    opt.refine = !rng.chance(1, 8);
+    opt.plan_rank = rng.chance(1, 2) ? -1 : static_cast<std::int32_t>(rng.below(s.dp));
+    opt.count_peers = opt.plan_rank < 0;
+    if (rng.chance(1, 4)) {
+      opt.topology = topology::uniform(2);
+    }
+    const auto want = solve(packs, s, opt);
+    if (rng.chance(1, 2)) {
+      reused.solve(packs, s, opt, out);
+      check_same(out, want);
+    } else {
+      check_same(reused.solve(packs, s, opt), want);
+    }
+    if (trial % 50 == 49) {
+      reused.release();
+    }
+  }
+}
+
+TEST_CASE("a solver that rejected a batch still solves the next one") {
+  const shape s{8, 4, 1};
+  const auto packs = test::random_batch(s, 5, mix::vlm);
+  solver reused;
+  solution out;
+  reused.solve(packs, s, {}, out);
+  auto bad = packs;
+  bad[3].cost = -1;
+  CHECK_THROWS_WITH_AS(reused.solve(bad, s, {}, out), doctest::Contains("pack 3 has cost -1"),
+                       error);
+  reused.solve(packs, s, {}, out);
+  check_same(out, solve(packs, s));
+}

@@ -71,8 +71,8 @@ inline void improve_max_load(span<const std::int64_t> cost, std::vector<std::int
         const auto cx = cost[static_cast<std::size_t>(units[top * k + i])];
         const auto at = std::lower_bound(partner.begin(), partner.end(),
                                          std::make_pair(cx - half, std::size_t{0}));
-        for (auto it = at == partner.begin() ? at : at - 1;
-             it != partner.end() && it <= at + 1; ++it) {
+        for (auto it = at == partner.begin() ? at : at - 1; it != partner.end() && it <= at + 1;
+             ++it) {
           const auto cy = it->first;
           if (cy >= cx) {
             continue;
@@ -106,23 +106,32 @@ inline void improve_max_load(span<const std::int64_t> cost, std::vector<std::int
   }
 }
 
-// Stage 1 given `order`, the pack ids by cost descending (ties by id). No validation.
-inline assignment balance_sorted(span<const std::int64_t> costs, span<const std::int32_t> order,
-                                 const shape& s, sync_mode mode, std::int32_t max_swaps) {
+// Working memory of stage 1, kept by callers that balance every step.
+struct balance_scratch {
+  karmarkar_karp kk;
+  std::vector<std::int32_t> set_of;
+};
+
+// Stage 1 given `order`, the pack ids by cost descending (ties by id), into `out`. No validation.
+inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32_t> order,
+                           const shape& s, sync_mode mode, std::int32_t max_swaps, assignment& out,
+                           balance_scratch& ws) {
   const auto dp = static_cast<std::size_t>(s.dp);
   const auto ga = static_cast<std::size_t>(s.ga);
   const auto mbs = static_cast<std::size_t>(s.mbs);
   const std::size_t n = costs.size();
-  assignment out(n);
+  out.resize(n);
   if (mode == sync_mode::per_micro_step && mbs == 1) {
     // Chunk g of the sorted costs is micro-step g; KK gives each rank one pack per chunk.
-    std::vector<std::int32_t> set_of(n, 0);
-    karmarkar_karp(costs, order, s.dp).assign(set_of);
+    auto& set_of = ws.set_of;
+    set_of.assign(n, 0);
+    ws.kk.run(costs, order, s.dp);
+    ws.kk.assign(set_of);
     for (std::size_t i = 0; i < n; ++i) {
       const auto p = static_cast<std::size_t>(order[i]);
       out[p] = cell{set_of[p], static_cast<std::int32_t>(i / dp)};
     }
-    return out;
+    return;
   }
   if (mode == sync_mode::per_micro_step) {
     // Micro-step g takes the g-th sorted chunk of dp * mbs packs; KK over its mbs sub-chunks
@@ -153,7 +162,7 @@ inline assignment balance_sorted(span<const std::int64_t> costs, span<const std:
     for (std::size_t p = 0; p < n; ++p) {
       out[p].rank = rank_of_cell[static_cast<std::size_t>(cell_of[p])];
     }
-    return out;
+    return;
   }
   // per_step: KK over all packs, then swaps between the heaviest and lightest ranks; each rank's
   // packs sorted descending fill its micro-steps mbs at a time.
@@ -179,6 +188,14 @@ inline assignment balance_sorted(span<const std::int64_t> costs, span<const std:
           cell{static_cast<std::int32_t>(r), static_cast<std::int32_t>(j / mbs)};
     }
   }
+}
+
+// Stage 1 given `order`, allocating its result and working memory.
+inline assignment balance_sorted(span<const std::int64_t> costs, span<const std::int32_t> order,
+                                 const shape& s, sync_mode mode, std::int32_t max_swaps) {
+  assignment out;
+  balance_scratch ws;
+  balance_sorted(costs, order, s, mode, max_swaps, out, ws);
   return out;
 }
 

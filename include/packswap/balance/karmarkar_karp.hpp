@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <queue>
+#include <utility>
 #include <vector>
 
 namespace packswap::detail {
@@ -22,8 +22,16 @@ namespace packswap::detail {
 class karmarkar_karp {
  public:
   /// `value[id]` is the value of item `id`; `chunks.size()` must be a multiple of `k`.
-  karmarkar_karp(span<const std::int64_t> value, span<const std::int32_t> chunks, std::int32_t k)
-      : value_(value), k_(static_cast<std::size_t>(k)) {
+  karmarkar_karp(span<const std::int64_t> value, span<const std::int32_t> chunks, std::int32_t k) {
+    run(value, chunks, k);
+  }
+
+  /// An empty partition, for `run()`.
+  karmarkar_karp() = default;
+
+  /// Partitions anew (same arguments as the constructor), reusing the memory of earlier runs.
+  void run(span<const std::int64_t> value, span<const std::int32_t> chunks, std::int32_t k) {
+    k_ = static_cast<std::size_t>(k);
     const std::size_t n = chunks.size();
     const std::size_t states = k_ == 0 ? 0 : n / k_;
     next_.assign(value.size(), -1);
@@ -33,21 +41,26 @@ class karmarkar_karp {
       sets_[i] = set{value[static_cast<std::size_t>(id)], id, id};
     }
     scratch_.resize(k_);
-    // Heap of states, largest spread first; ties pick the lower state id.
-    using entry = std::pair<std::int64_t, std::int64_t>; // (spread, -state)
-    std::priority_queue<entry> heap;
+    // Max-heap of states, largest spread first; ties pick the lower state id.
+    heap_.clear();
     for (std::size_t s = 0; s < states; ++s) {
-      heap.emplace(spread(s), -static_cast<std::int64_t>(s));
+      heap_.emplace_back(spread(s), -static_cast<std::int64_t>(s));
+      std::push_heap(heap_.begin(), heap_.end());
     }
-    while (heap.size() > 1) {
-      const auto x = static_cast<std::size_t>(-heap.top().second);
-      heap.pop();
-      const auto y = static_cast<std::size_t>(-heap.top().second);
-      heap.pop();
+    const auto pop = [&] {
+      std::pop_heap(heap_.begin(), heap_.end());
+      const auto s = static_cast<std::size_t>(-heap_.back().second);
+      heap_.pop_back();
+      return s;
+    };
+    while (heap_.size() > 1) {
+      const std::size_t x = pop();
+      const std::size_t y = pop();
       merge(x, y);
-      heap.emplace(spread(x), -static_cast<std::int64_t>(x));
+      heap_.emplace_back(spread(x), -static_cast<std::int64_t>(x));
+      std::push_heap(heap_.begin(), heap_.end());
     }
-    final_ = heap.empty() ? 0 : static_cast<std::size_t>(-heap.top().second);
+    final_ = heap_.empty() ? 0 : static_cast<std::size_t>(-heap_.front().second);
   }
 
   /// Writes the set of every item reachable from the chunks into `set_of` (indexed by item id).
@@ -89,12 +102,12 @@ class karmarkar_karp {
     std::copy(scratch_.begin(), scratch_.end(), a);
   }
 
-  span<const std::int64_t> value_;
-  std::size_t k_;
+  std::size_t k_ = 0;
   std::vector<std::int32_t> next_;
   std::vector<set> sets_;
   std::vector<set> scratch_;
   std::vector<set> radix_scratch_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> heap_; // (spread, -state)
   std::size_t final_ = 0;
 };
 

@@ -17,14 +17,22 @@ struct balance_metrics {
   std::int64_t lb_b = 0; ///< a lower bound on B over all assignments
 };
 
-/// Load of every cell, `loads[rank * ga + micro_step]`. Requires a valid assignment.
-inline std::vector<std::int64_t> cell_loads(span<const std::int64_t> costs, const assignment& a,
-                                            const shape& s) {
-  std::vector<std::int64_t> loads(static_cast<std::size_t>(s.cells()), 0);
+/// Writes the load of every cell, `loads[rank * ga + micro_step]`, into `loads`, reusing its
+/// memory. Requires a valid assignment.
+inline void cell_loads(span<const std::int64_t> costs, const assignment& a, const shape& s,
+                       std::vector<std::int64_t>& loads) {
+  loads.assign(static_cast<std::size_t>(s.cells()), 0);
   for (std::size_t p = 0; p < a.size(); ++p) {
     loads[static_cast<std::size_t>(a[p].rank) * static_cast<std::size_t>(s.ga) +
           static_cast<std::size_t>(a[p].micro_step)] += costs[p];
   }
+}
+
+/// Load of every cell, `loads[rank * ga + micro_step]`. Requires a valid assignment.
+inline std::vector<std::int64_t> cell_loads(span<const std::int64_t> costs, const assignment& a,
+                                            const shape& s) {
+  std::vector<std::int64_t> loads;
+  cell_loads(costs, a, s, loads);
   return loads;
 }
 

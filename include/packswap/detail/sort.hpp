@@ -8,15 +8,23 @@
 
 namespace packswap::detail {
 
-/// Ids `0..n-1` ordered by `key` descending, ties by id ascending. Keys must be >= 0.
+/// Working memory of `order_desc`, kept by callers that sort every step.
+struct order_scratch {
+  std::vector<std::uint64_t> word, tmp;
+  std::vector<std::uint32_t> count;
+};
+
+/// Writes ids `0..n-1` into `ids`, ordered by `key` descending, ties by id ascending. Keys must
+/// be >= 0. Reuses the memory of `ids` and `ws`.
 ///
 /// Each id and its inverted key are packed into one 64-bit word and the words radix-sorted (LSD,
 /// 11-bit digits, skipping digits all words share); costs rarely need more than three passes,
 /// which is what makes sorting 262,144 packs take about a millisecond. Falls back to a stable
 /// comparison sort when key and id do not fit one word together.
-inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
+inline void order_desc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
+                       order_scratch& ws) {
   const std::size_t n = key.size();
-  std::vector<std::int32_t> ids(n);
+  ids.resize(n);
   std::int64_t kmax = 0;
   for (const auto k : key) {
     kmax = std::max(kmax, k);
@@ -36,10 +44,11 @@ inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
     std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
       return key[static_cast<std::size_t>(a)] > key[static_cast<std::size_t>(b)];
     });
-    return ids;
+    return;
   }
   // Ascending (kmax - key, id) == descending key, ties by ascending id.
-  std::vector<std::uint64_t> word(n);
+  auto& word = ws.word;
+  word.resize(n);
   std::uint64_t all_or = 0;
   std::uint64_t all_and = ~std::uint64_t{0};
   for (std::size_t i = 0; i < n; ++i) {
@@ -48,7 +57,8 @@ inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
     all_or |= word[i];
     all_and &= word[i];
   }
-  std::vector<std::uint64_t> tmp(n);
+  auto& tmp = ws.tmp;
+  tmp.resize(n);
   // Digit width: 11 bits keeps the counts in L1; for large inputs, wider digits save a pass.
   const int used_bits = key_bits + id_bits;
   int bits = 11;
@@ -57,7 +67,8 @@ inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
     bits = (used_bits + passes - 1) / passes;
   }
   const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
-  std::vector<std::uint32_t> count(std::size_t{1} << bits);
+  auto& count = ws.count;
+  count.resize(std::size_t{1} << bits);
   for (int shift = 0; shift < 64; shift += bits) {
     if ((((all_or ^ all_and) >> shift) & mask) == 0) {
       continue; // every word has the same digit here
@@ -81,6 +92,13 @@ inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
   for (std::size_t i = 0; i < n; ++i) {
     ids[i] = static_cast<std::int32_t>(word[i] & id_mask);
   }
+}
+
+/// Ids `0..n-1` ordered by `key` descending, ties by id ascending. Keys must be >= 0.
+inline std::vector<std::int32_t> order_desc(span<const std::int64_t> key) {
+  std::vector<std::int32_t> ids;
+  order_scratch ws;
+  order_desc(key, ids, ws);
   return ids;
 }
 

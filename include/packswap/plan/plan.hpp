@@ -304,10 +304,11 @@ inline std::uint64_t digest(const assignment& a) noexcept {
 
 namespace detail {
 
-// order_micro_steps without validation.
-inline assignment order_steps(span<const pack_meta> packs, const shape& s, assignment a) {
+// order_micro_steps without validation, in place; `recv` is working memory.
+inline void order_steps(span<const pack_meta> packs, const shape& s, assignment& a,
+                        std::vector<std::int64_t>& recv) {
   const auto ga = static_cast<std::size_t>(s.ga);
-  std::vector<std::int64_t> recv(static_cast<std::size_t>(s.cells()), 0);
+  recv.assign(static_cast<std::size_t>(s.cells()), 0);
   for (std::size_t p = 0; p < packs.size(); ++p) {
     if (packs[p].source_rank != a[p].rank) {
       recv[static_cast<std::size_t>(a[p].rank) * ga + static_cast<std::size_t>(a[p].micro_step)] +=
@@ -338,6 +339,12 @@ inline assignment order_steps(span<const pack_meta> packs, const shape& s, assig
       ++c.micro_step;
     }
   }
+}
+
+// order_micro_steps without validation.
+inline assignment order_steps(span<const pack_meta> packs, const shape& s, assignment a) {
+  std::vector<std::int64_t> recv;
+  order_steps(packs, s, a, recv);
   return a;
 }
 

@@ -48,16 +48,25 @@ namespace detail {
 
 // Each rank's packs, sorted by cost descending (ties by id), fill micro-steps 0, 1, ...
 // `order` lists all pack ids in that order, so walking it deals every rank's packs sorted.
-inline assignment deal_micro_steps(const shape& s, const std::vector<std::int32_t>& rank_of,
-                                   span<const std::int32_t> order) {
+// `used` is working memory.
+inline void deal_micro_steps(const shape& s, span<const std::int32_t> rank_of,
+                             span<const std::int32_t> order, assignment& out,
+                             std::vector<std::size_t>& used) {
   const auto mbs = static_cast<std::size_t>(s.mbs);
-  std::vector<std::size_t> used(static_cast<std::size_t>(s.dp), 0);
-  assignment out(order.size());
+  used.assign(static_cast<std::size_t>(s.dp), 0);
+  out.resize(order.size());
   for (const auto p : order) {
     const auto r = static_cast<std::size_t>(rank_of[static_cast<std::size_t>(p)]);
     out[static_cast<std::size_t>(p)] =
         cell{static_cast<std::int32_t>(r), static_cast<std::int32_t>(used[r]++ / mbs)};
   }
+}
+
+inline assignment deal_micro_steps(const shape& s, span<const std::int32_t> rank_of,
+                                   span<const std::int32_t> order) {
+  assignment out;
+  std::vector<std::size_t> used;
+  deal_micro_steps(s, rank_of, order, out, used);
   return out;
 }
 
@@ -70,15 +79,25 @@ inline std::int64_t weighted_bytes(span<const pack_meta> packs, const assignment
   return sum;
 }
 
-// Stage 2 given `order` (pack ids by cost descending) and stage 1's cell loads. No validation.
-inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
-                                const shape& s, const assignment& stage1,
-                                span<const std::int64_t> loads, const refine_options& opt) {
+// Working memory of stage 2, kept by callers that refine every step.
+struct refine_scratch {
+  home_first engine;
+  std::vector<std::int64_t> caps;
+  std::vector<std::int32_t> rank_of;
+  std::vector<std::size_t> used;
+};
+
+// Stage 2 given `order` (pack ids by cost descending) and stage 1's cell loads, into `a`, which
+// holds stage 1 on entry. No validation.
+inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
+                          const shape& s, assignment& a, span<const std::int64_t> loads,
+                          const refine_options& opt, refine_scratch& ws) {
   const std::int64_t ppm = eps_ppm(opt.eps);
   const std::int64_t limit = relax(step_time_b(loads, s), ppm);
   // Micro-step maxima of stage 1: keeping every cell under its micro-step's cap keeps A (in
   // per_step mode A may grow by eps too, so the caps do).
-  std::vector<std::int64_t> caps(static_cast<std::size_t>(s.ga), 0);
+  auto& caps = ws.caps;
+  caps.assign(static_cast<std::size_t>(s.ga), 0);
   for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
     for (std::size_t m = 0; m < static_cast<std::size_t>(s.ga); ++m) {
       caps[m] = std::max(caps[m], loads[r * static_cast<std::size_t>(s.ga) + m]);
@@ -91,28 +110,41 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
   }
   if (s.mbs != 1) {
     // Cells of several packs: rename ranks, then bring packs home under the cell caps.
-    assignment a = relabel_ranks(packs, s, stage1, opt.topology);
+    a = relabel_ranks(packs, s, std::move(a), opt.topology);
     bring_home_cells(packs, s, opt.topology, caps, limit, a, 2);
-    return a;
+    return;
   }
   std::sort(caps.begin(), caps.end(), std::greater<>());
-  home_first engine(packs, s, opt.topology, caps, limit, order);
+  home_first& engine = ws.engine;
+  engine.prepare(packs, s, opt.topology, caps, limit, order);
   home_first::tuning wide;
   home_first::tuning narrow;
   narrow.band_low_permille = 350;
   narrow.band_high_permille = 650;
   // Stage 1 as it stands is always a valid answer: stage 2 must move fewer weighted bytes.
-  const std::int64_t stage1_bytes = weighted_bytes(packs, stage1, opt.topology);
+  const std::int64_t stage1_bytes = weighted_bytes(packs, a, opt.topology);
   for (const auto& t : {wide, narrow}) {
     if (engine.run(t)) {
       if (engine.weighted_moved() < stage1_bytes) {
-        return deal_micro_steps(s, engine.ranks(), order);
+        engine.ranks(ws.rank_of);
+        deal_micro_steps(s, ws.rank_of, order, a, ws.used);
+        return;
       }
       break;
     }
   }
   // Only when the search fails: rename stage 1's ranks, keeping its balance exactly.
-  return relabel_ranks(packs, s, stage1, opt.topology);
+  a = relabel_ranks(packs, s, std::move(a), opt.topology);
+}
+
+// Stage 2 given `order` and stage 1's cell loads, allocating its result and working memory.
+inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
+                                const shape& s, const assignment& stage1,
+                                span<const std::int64_t> loads, const refine_options& opt) {
+  assignment a = stage1;
+  refine_scratch ws;
+  refine_sorted(packs, order, s, a, loads, opt, ws);
+  return a;
 }
 
 } // namespace detail

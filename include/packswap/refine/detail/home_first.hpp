@@ -56,9 +56,21 @@ class home_first {
   /// order (pack i is `order[i]`), so the passes that walk the packs of a level, or all packs by
   /// cost, read their per-pack arrays in sequence.
   home_first(span<const pack_meta> packs, const shape& s, const topology& topo,
-             span<const std::int64_t> caps, std::int64_t limit, span<const std::int32_t> order)
-      : dp_(static_cast<std::size_t>(s.dp)), k_(static_cast<std::size_t>(s.ga)), n_(packs.size()),
-        limit_(limit) {
+             span<const std::int64_t> caps, std::int64_t limit, span<const std::int32_t> order) {
+    prepare(packs, s, topo, caps, limit, order);
+  }
+
+  /// An engine with no batch, for `prepare()`.
+  home_first() = default;
+
+  /// Takes a new batch (same arguments as the constructor), reusing the memory of earlier ones:
+  /// a trainer that solves every step allocates nothing once its batches stop growing.
+  void prepare(span<const pack_meta> packs, const shape& s, const topology& topo,
+               span<const std::int64_t> caps, std::int64_t limit, span<const std::int32_t> order) {
+    dp_ = static_cast<std::size_t>(s.dp);
+    k_ = static_cast<std::size_t>(s.ga);
+    n_ = packs.size();
+    limit_ = limit;
     node_.resize(dp_);
     for (std::size_t r = 0; r < dp_; ++r) {
       node_[r] = topo.node(static_cast<std::int32_t>(r));
@@ -93,7 +105,8 @@ class home_first {
     // as ids rise, so levels only rise: one walk down the caps.
     pk_.resize(n_);
     sorted_cost_.resize(n_);
-    std::vector<std::int64_t> at_level(k_, 0);
+    auto& at_level = level_count_;
+    at_level.assign(k_, 0);
     own_first_.assign(dp_ + 1, 0);
     std::size_t level = 0;
     for (std::size_t p = 0; p < n_; ++p) {
@@ -136,8 +149,10 @@ class home_first {
     }
     {
       // (bytes, id) pairs, so the sorts read no pack records.
-      std::vector<std::pair<std::int64_t, std::int32_t>> bucket(n_);
-      std::vector<std::size_t> pos(own_first_.begin(), own_first_.end() - 1);
+      auto& bucket = own_bytes_;
+      bucket.resize(n_);
+      auto& pos = rank_pos_;
+      pos.assign(own_first_.begin(), own_first_.end() - 1);
       for (std::size_t p = 0; p < n_; ++p) {
         bucket[pos[src(p)]++] = {pk_[p].bytes, static_cast<std::int32_t>(p)};
       }
@@ -186,13 +201,12 @@ class home_first {
     return true;
   }
 
-  /// The rank of every pack (indexed by input id) after a successful `run`.
-  std::vector<std::int32_t> ranks() const {
-    std::vector<std::int32_t> out(n_);
+  /// Writes the rank of every pack (indexed by input id) after a successful `run` into `out`.
+  void ranks(std::vector<std::int32_t>& out) const {
+    out.resize(n_);
     for (std::size_t p = 0; p < n_; ++p) {
       out[static_cast<std::size_t>(input_id_[p])] = pk_[p].rank;
     }
-    return out;
   }
 
   /// Weighted bytes the current state moves.
@@ -493,7 +507,8 @@ class home_first {
   void fill() {
     // Unpinned packs by level, then cost descending, then id: the cost index walked from the
     // top (levels fall as costs rise).
-    std::vector<std::int32_t> pool;
+    auto& pool = pool_;
+    pool.clear();
     for (std::size_t i = n_; i-- > 0;) {
       if (pk_[static_cast<std::size_t>(by_cost(i))].rank < 0) {
         pool.push_back(by_cost(i));
@@ -518,7 +533,8 @@ class home_first {
     }
     // expected[r]: what rank r's free slots will add, one mean per missing level, scaled to its
     // free slot count where ties let ranks hold a level twice.
-    std::vector<std::int64_t> expected(dp_, 0);
+    auto& expected = expected_;
+    expected.assign(dp_, 0);
     for (std::size_t r = 0; r < dp_; ++r) {
       std::int64_t missing = 0;
       std::int64_t e = 0;
@@ -534,8 +550,10 @@ class home_first {
     // Rank r can take a pack of level l iff room(j) = j + 1 - (packs of level <= j) >= 1 for
     // every j >= l. Levels are dealt in rising order, so every pack dealt so far lowers room(j)
     // at every j >= l by one: the test is min_room[r][l] (from the pins) - dealt[r] >= 1.
-    std::vector<std::int32_t> min_room(dp_ * k_);
-    std::vector<std::int32_t> dealt(dp_, 0);
+    auto& min_room = min_room_;
+    min_room.resize(dp_ * k_);
+    auto& dealt = dealt_;
+    dealt.assign(dp_, 0);
     for (std::size_t r = 0; r < dp_; ++r) {
       std::int32_t prefix = 0;
       for (std::size_t j = 0; j < k_; ++j) {
@@ -548,9 +566,10 @@ class home_first {
     }
     // Eligible ranks with their projected loads: (projection, rank), so that the pair order is
     // the deal order (lightest projection first, ties by rank).
-    std::vector<std::pair<std::int64_t, std::size_t>> eligible;
-    std::vector<std::int32_t> left;
-    std::vector<std::int32_t> stranded;
+    auto& eligible = eligible_;
+    auto& left = left_;
+    auto& stranded = stranded_;
+    stranded.clear();
     for (std::size_t begin = 0; begin < pool.size();) {
       const std::int32_t level = pk_[static_cast<std::size_t>(pool[begin])].level;
       std::size_t end = begin;
@@ -774,9 +793,9 @@ class home_first {
     const std::int64_t budget = static_cast<std::int64_t>(n_) * tuning_.repair_swaps_per_pack + 16;
     std::int64_t swaps = 0;
     // Lazy max-heaps: entries whose key no longer matches the rank's state are skipped.
-    using entry = std::pair<std::int64_t, std::int64_t>; // (key, -rank)
-    std::priority_queue<entry> over;
-    room_heap_ = {};
+    auto& over = over_heap_;
+    over.clear();
+    room_heap_.clear();
     for (std::size_t r = 0; r < dp_; ++r) {
       const std::int64_t key = over_key(r);
       if (key > 0) {
@@ -1166,8 +1185,8 @@ class home_first {
 #endif
   }
 
-  std::size_t dp_, k_, n_;
-  std::int64_t limit_;
+  std::size_t dp_ = 0, k_ = 0, n_ = 0;
+  std::int64_t limit_ = 0;
   tuning tuning_{};
   std::vector<std::int32_t> node_; // node of every rank
   std::int64_t inter_weight_ = 1;
@@ -1219,7 +1238,19 @@ class home_first {
   std::vector<partner_pack> partner_; // a repair partner's packs, see repair_step
   std::vector<std::int64_t> movable_; // see index_movable
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
-  std::priority_queue<std::pair<std::int64_t, std::int64_t>> room_heap_; // (room, -rank), lazy
+  // A max-heap of (key, -rank) that keeps its memory when cleared.
+  struct heap : std::priority_queue<std::pair<std::int64_t, std::int64_t>> {
+    void clear() { c.clear(); }
+  };
+  heap over_heap_; // (excess key, -rank), lazy: see repair()
+  heap room_heap_; // (room, -rank), lazy
+  // Working memory of the constructor and fill(), kept between batches.
+  std::vector<std::int64_t> level_count_;
+  std::vector<std::pair<std::int64_t, std::int32_t>> own_bytes_;
+  std::vector<std::size_t> rank_pos_;
+  std::vector<std::int32_t> pool_, min_room_, dealt_, left_, stranded_;
+  std::vector<std::int64_t> expected_;
+  std::vector<std::pair<std::int64_t, std::size_t>> eligible_;
 };
 
 } // namespace packswap::detail
