@@ -109,7 +109,6 @@ inline void improve_max_load(span<const std::int64_t> cost, std::vector<std::int
 // Working memory of stage 1, kept by callers that balance every step.
 struct balance_scratch {
   karmarkar_karp kk;
-  std::vector<std::int32_t> set_of;
 };
 
 // Stage 1 given `order`, the pack ids by cost descending (ties by id), into `out`. No validation.
@@ -123,14 +122,14 @@ inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32
   out.resize(n);
   if (mode == sync_mode::per_micro_step && mbs == 1) {
     // Chunk g of the sorted costs is micro-step g; KK gives each rank one pack per chunk.
-    auto& set_of = ws.set_of;
-    set_of.assign(n, 0);
-    ws.kk.run(costs, order, s.dp);
-    ws.kk.assign(set_of);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto p = static_cast<std::size_t>(order[i]);
-      out[p] = cell{set_of[p], static_cast<std::int32_t>(i / dp)};
+    for (std::size_t g = 0; g < ga; ++g) {
+      for (std::size_t i = g * dp; i < (g + 1) * dp; ++i) {
+        out[static_cast<std::size_t>(order[i])].micro_step = static_cast<std::int32_t>(g);
+      }
     }
+    ws.kk.run(costs, order, s.dp);
+    ws.kk.for_each(
+        [&](std::int32_t p, std::int32_t r) { out[static_cast<std::size_t>(p)].rank = r; });
     return;
   }
   if (mode == sync_mode::per_micro_step) {

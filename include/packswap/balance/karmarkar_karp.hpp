@@ -63,14 +63,20 @@ class karmarkar_karp {
     final_ = heap_.empty() ? 0 : static_cast<std::size_t>(-heap_.front().second);
   }
 
-  /// Writes the set of every item reachable from the chunks into `set_of` (indexed by item id).
-  void assign(span<std::int32_t> set_of) const {
+  /// Calls `f(id, set)` for every item of the chunks, set by set.
+  template <class F>
+  void for_each(F&& f) const {
     for (std::size_t j = 0; j < k_; ++j) {
       for (auto id = sets_[final_ * k_ + j].head; id >= 0;
            id = next_[static_cast<std::size_t>(id)]) {
-        set_of[static_cast<std::size_t>(id)] = static_cast<std::int32_t>(j);
+        f(id, static_cast<std::int32_t>(j));
       }
     }
+  }
+
+  /// Writes the set of every item reachable from the chunks into `set_of` (indexed by item id).
+  void assign(span<std::int32_t> set_of) const {
+    for_each([&](std::int32_t id, std::int32_t j) { set_of[static_cast<std::size_t>(id)] = j; });
   }
 
   /// Sum of set `j` of the final partition.

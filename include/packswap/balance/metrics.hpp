@@ -69,11 +69,11 @@ inline std::int64_t lower_bound_a_sorted(span<const std::int64_t> sorted_desc, c
   std::int64_t sum_of_maxima = 0;
   std::int64_t total = 0;
   const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
-  for (std::size_t i = 0; i < sorted_desc.size(); ++i) {
-    if (i % group == 0) {
-      sum_of_maxima += sorted_desc[i];
-    }
-    total += sorted_desc[i];
+  for (std::size_t i = 0; i < sorted_desc.size(); i += group) {
+    sum_of_maxima += sorted_desc[i];
+  }
+  for (const auto c : sorted_desc) {
+    total += c;
   }
   const std::int64_t avg = (total + s.dp - 1) / s.dp;
   return s.mbs == 1 ? sum_of_maxima : std::max(sum_of_maxima, avg);
@@ -99,14 +99,14 @@ namespace detail {
 // LB_A and LB_B from `order` (pack ids by cost descending); no validation.
 inline void lower_bounds(span<const std::int64_t> costs, span<const std::int32_t> order,
                          const shape& s, balance_metrics& m) {
+  // The maxima are the heads of the sorted chunks; the total needs no order.
   std::int64_t sum_of_maxima = 0;
   std::int64_t total = 0;
   const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto c = costs[static_cast<std::size_t>(order[i])];
-    if (i % group == 0) {
-      sum_of_maxima += c;
-    }
+  for (std::size_t i = 0; i < order.size(); i += group) {
+    sum_of_maxima += costs[static_cast<std::size_t>(order[i])];
+  }
+  for (const auto c : costs) {
     total += c;
   }
   const std::int64_t avg = (total + s.dp - 1) / s.dp;

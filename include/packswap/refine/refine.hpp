@@ -55,6 +55,14 @@ inline void deal_micro_steps(const shape& s, span<const std::int32_t> rank_of,
   const auto mbs = static_cast<std::size_t>(s.mbs);
   used.assign(static_cast<std::size_t>(s.dp), 0);
   out.resize(order.size());
+  if (mbs == 1) { // the common case, without a division per pack
+    for (const auto p : order) {
+      const auto r = rank_of[static_cast<std::size_t>(p)];
+      out[static_cast<std::size_t>(p)] =
+          cell{r, static_cast<std::int32_t>(used[static_cast<std::size_t>(r)]++)};
+    }
+    return;
+  }
   for (const auto p : order) {
     const auto r = static_cast<std::size_t>(rank_of[static_cast<std::size_t>(p)]);
     out[static_cast<std::size_t>(p)] =
