@@ -48,33 +48,16 @@ namespace detail {
 
 // Each rank's packs, sorted by cost descending (ties by id), fill micro-steps 0, 1, ...
 // `order` lists all pack ids in that order, so walking it deals every rank's packs sorted.
-// `used` is working memory.
-inline void deal_micro_steps(const shape& s, span<const std::int32_t> rank_of,
-                             span<const std::int32_t> order, assignment& out,
-                             std::vector<std::size_t>& used) {
+inline assignment deal_micro_steps(const shape& s, span<const std::int32_t> rank_of,
+                                   span<const std::int32_t> order) {
   const auto mbs = static_cast<std::size_t>(s.mbs);
-  used.assign(static_cast<std::size_t>(s.dp), 0);
-  out.resize(order.size());
-  if (mbs == 1) { // the common case, without a division per pack
-    for (const auto p : order) {
-      const auto r = rank_of[static_cast<std::size_t>(p)];
-      out[static_cast<std::size_t>(p)] =
-          cell{r, static_cast<std::int32_t>(used[static_cast<std::size_t>(r)]++)};
-    }
-    return;
-  }
+  std::vector<std::size_t> used(static_cast<std::size_t>(s.dp), 0);
+  assignment out(order.size());
   for (const auto p : order) {
     const auto r = static_cast<std::size_t>(rank_of[static_cast<std::size_t>(p)]);
     out[static_cast<std::size_t>(p)] =
         cell{static_cast<std::int32_t>(r), static_cast<std::int32_t>(used[r]++ / mbs)};
   }
-}
-
-inline assignment deal_micro_steps(const shape& s, span<const std::int32_t> rank_of,
-                                   span<const std::int32_t> order) {
-  assignment out;
-  std::vector<std::size_t> used;
-  deal_micro_steps(s, rank_of, order, out, used);
   return out;
 }
 
@@ -91,7 +74,6 @@ inline std::int64_t weighted_bytes(span<const pack_meta> packs, const assignment
 struct refine_scratch {
   home_first engine;
   std::vector<std::int64_t> caps;
-  std::vector<std::int32_t> rank_of;
   std::vector<std::size_t> used;
 };
 
@@ -134,8 +116,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   for (const auto& t : {wide, narrow}) {
     if (engine.run(t)) {
       if (engine.weighted_moved() < stage1_bytes) {
-        engine.ranks(ws.rank_of);
-        deal_micro_steps(s, ws.rank_of, order, a, ws.used);
+        engine.cells(a, ws.used);
         return;
       }
       break;

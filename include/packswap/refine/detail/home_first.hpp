@@ -201,11 +201,18 @@ class home_first {
     return true;
   }
 
-  /// Writes the rank of every pack (indexed by input id) after a successful `run` into `out`.
-  void ranks(std::vector<std::int32_t>& out) const {
+  /// Writes every pack's cell (indexed by input id) after a successful `run` into `out`: its
+  /// rank, and as micro-step its place among the rank's packs by cost descending (ties by id),
+  /// which keeps every micro-step within its cap. `used` is working memory.
+  void cells(assignment& out, std::vector<std::size_t>& used) const {
+    used.assign(dp_, 0);
     out.resize(n_);
+    // Internal ids run by cost descending, ties by input id: one pass deals each rank's packs
+    // in that order.
     for (std::size_t p = 0; p < n_; ++p) {
-      out[static_cast<std::size_t>(input_id_[p])] = pk_[p].rank;
+      const std::int32_t r = pk_[p].rank;
+      out[static_cast<std::size_t>(input_id_[p])] =
+          cell{r, static_cast<std::int32_t>(used[static_cast<std::size_t>(r)]++)};
     }
   }
 
