@@ -282,6 +282,7 @@ class home_first {
     }
     items_.assign(dp_ * k_, -1);
     item_home_.assign(dp_ * k_, -1);
+    item_level_.assign(dp_ * k_, -1);
     used_.assign(dp_, 0);
     load_.assign(dp_, 0);
     cnt_.assign(dp_ * k_, 0);
@@ -294,6 +295,7 @@ class home_first {
     pk_[p].slot = static_cast<std::int32_t>(used_[r]);
     items_[r * k_ + used_[r]] = static_cast<std::int32_t>(p);
     item_home_[r * k_ + used_[r]] = pk_[p].home;
+    item_level_[r * k_ + used_[r]] = pk_[p].level;
     ++used_[r];
     load_[r] += pk_[p].cost;
     ++cnt_[r * k_ + static_cast<std::size_t>(pk_[p].level)];
@@ -306,9 +308,11 @@ class home_first {
     const auto last = static_cast<std::size_t>(items_[r * k_ + used_[r] - 1]);
     items_[r * k_ + s] = static_cast<std::int32_t>(last);
     item_home_[r * k_ + s] = item_home_[r * k_ + used_[r] - 1];
+    item_level_[r * k_ + s] = item_level_[r * k_ + used_[r] - 1];
     pk_[last].slot = static_cast<std::int32_t>(s);
     items_[r * k_ + used_[r] - 1] = -1;
     item_home_[r * k_ + used_[r] - 1] = -1;
+    item_level_[r * k_ + used_[r] - 1] = -1;
     --used_[r];
     load_[r] -= pk_[p].cost;
     --cnt_[r * k_ + static_cast<std::size_t>(pk_[p].level)];
@@ -325,6 +329,8 @@ class home_first {
               items_[b * k_ + static_cast<std::size_t>(pk_[y].slot)]);
     std::swap(item_home_[a * k_ + static_cast<std::size_t>(pk_[x].slot)],
               item_home_[b * k_ + static_cast<std::size_t>(pk_[y].slot)]);
+    std::swap(item_level_[a * k_ + static_cast<std::size_t>(pk_[x].slot)],
+              item_level_[b * k_ + static_cast<std::size_t>(pk_[y].slot)]);
     std::swap(pk_[x].slot, pk_[y].slot);
     pk_[x].rank = static_cast<std::int32_t>(b);
     pk_[y].rank = static_cast<std::int32_t>(a);
@@ -768,7 +774,7 @@ class home_first {
         const std::size_t at =
             static_cast<std::size_t>(to.rank) * k_ + static_cast<std::size_t>(to.item);
         items_[at] = group[j];
-        item_home_[at] = pk_[p].home;
+        item_home_[at] = pk_[p].home; // item_level_[at] stays: the place held a pack of level l
       }
     }
     return changed;
@@ -1094,6 +1100,8 @@ class home_first {
           const std::int64_t p_cost = pk_[p].cost;
           const std::int32_t* t_items = &items_[t * k_];
           const std::int32_t* t_homes = &item_home_[t * k_];
+          const std::int32_t* t_levels = &item_level_[t * k_];
+          const std::int32_t p_level = pk_[p].level;
           const std::size_t t_used = used_[t]; // no trade below changes it
           for (std::size_t i = 0; i < t_used; ++i) {
             const auto hq = static_cast<std::size_t>(t_homes[i]);
@@ -1106,6 +1114,12 @@ class home_first {
             if (q_weight == 0 && (p_delta >= 0 || (found && p_delta >= best.delta))) {
               continue;
             }
+            // Levels first, from the item's level beside it: most packs of another level fail
+            // here (no slack), before q's record is read.
+            const std::int32_t q_level = t_levels[i];
+            if (!level_room(t, p_level, q_level) || !level_room(r, q_level, p_level)) {
+              continue;
+            }
             const auto q = static_cast<std::size_t>(t_items[i]);
             const std::int64_t delta = p_delta + q_weight * pk_[q].bytes;
             if (delta >= 0 || (found && delta >= best.delta)) {
@@ -1114,8 +1128,7 @@ class home_first {
             const std::int64_t d = p_cost - pk_[q].cost; // load moving from r to t
             const bool loads_fit = load_[t] + d <= limit_ && load_[r] - d <= limit_;
             // Compensation only for the trade that brings p home.
-            if ((!loads_fit && t != h) || !level_room(t, pk_[p].level, pk_[q].level) ||
-                !level_room(r, pk_[q].level, pk_[p].level)) {
+            if (!loads_fit && t != h) {
               continue;
             }
             if (loads_fit) {
@@ -1218,6 +1231,7 @@ class home_first {
   std::vector<std::int64_t> sorted_cost_; // cost of by_cost(i)
   std::vector<std::int32_t> items_;       // rank r's packs: items_[r * k .. r * k + used_[r] - 1]
   std::vector<std::int32_t> item_home_;   // their source ranks, so scans skip home packs unread
+  std::vector<std::int32_t> item_level_;  // and their levels, so scans test levels unread
   std::vector<std::size_t> used_;
   std::vector<std::int64_t> load_;
   std::vector<std::int32_t> cnt_;
