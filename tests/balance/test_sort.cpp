@@ -102,18 +102,48 @@ TEST_CASE("insertion_sort_desc stops at its budget with a sorted prefix and an u
 
 TEST_CASE("order_desc lists ids by key descending, ties by id") {
   prng rng(3);
+  // Key shapes: narrow (many ties), wide, far from zero (only the range matters), wide enough
+  // that key and id share a word to the last bit, and too wide for one word (the fallback).
+  enum shape { narrow, wide, offset, full_word, too_wide, equal };
+  detail::order_scratch ws; // reused across calls, as the solver does
+  std::vector<std::int32_t> got;
   for (const std::size_t n : {0, 5, 255, 256, 4000, 70000}) {
-    std::vector<std::int64_t> key(n);
-    for (auto& k : key) {
-      k = rng.uniform(0, n < 1000 ? 20 : 1'000'000);
+    for (const shape sh : {narrow, wide, offset, full_word, too_wide, equal}) {
+      std::vector<std::int64_t> key(n);
+      for (auto& k : key) {
+        switch (sh) {
+        case narrow:
+          k = rng.uniform(0, n < 1000 ? 20 : 1'000'000);
+          break;
+        case wide:
+          k = rng.uniform(0, std::int64_t{1} << 40);
+          break;
+        case offset:
+          k = (std::int64_t{1} << 50) + rng.uniform(0, 5000);
+          break;
+        case full_word:
+          k = rng.uniform(0, (std::int64_t{1} << (64 - 17)) - 1);
+          break;
+        case too_wide:
+          k = rng.uniform(0, std::numeric_limits<std::int64_t>::max() - 1);
+          break;
+        case equal:
+          k = 7;
+          break;
+        }
+      }
+      std::vector<std::int32_t> want(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        want[i] = static_cast<std::int32_t>(i);
+      }
+      std::stable_sort(want.begin(), want.end(), [&](std::int32_t a, std::int32_t b) {
+        return key[static_cast<std::size_t>(a)] > key[static_cast<std::size_t>(b)];
+      });
+      CAPTURE(n);
+      CAPTURE(static_cast<int>(sh));
+      CHECK(detail::order_desc(key) == want);
+      detail::order_desc(key, got, ws);
+      CHECK(got == want);
     }
-    std::vector<std::int32_t> want(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      want[i] = static_cast<std::int32_t>(i);
-    }
-    std::stable_sort(want.begin(), want.end(), [&](std::int32_t a, std::int32_t b) {
-      return key[static_cast<std::size_t>(a)] > key[static_cast<std::size_t>(b)];
-    });
-    CHECK(detail::order_desc(key) == want);
   }
 }

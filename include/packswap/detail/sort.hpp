@@ -17,24 +17,29 @@ struct order_scratch {
 /// Writes ids `0..n-1` into `ids`, ordered by `key` descending, ties by id ascending. Keys must
 /// be >= 0. Reuses the memory of `ids` and `ws`.
 ///
-/// Each id and its inverted key are packed into one 64-bit word and the words radix-sorted (LSD,
-/// 11-bit digits, skipping digits all words share); costs rarely need more than three passes,
-/// which is what makes sorting 262,144 packs take about a millisecond. Falls back to a stable
-/// comparison sort when key and id do not fit one word together.
+/// Each id and its inverted key are packed into one 64-bit word and the words radix-sorted (LSD)
+/// on the key bits alone: the words start in id order and every pass is stable, so equal keys
+/// stay in id order without passes over the id bits. Digits of 11 bits (up to 16 for large
+/// inputs, fewer passes), skipping digits all words share: costs rarely need more than two
+/// passes. Falls back to a stable comparison sort when key and id do not fit one word together.
 inline void order_desc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
                        order_scratch& ws) {
   const std::size_t n = key.size();
   ids.resize(n);
   std::int64_t kmax = 0;
+  std::int64_t kmin = n == 0 ? 0 : key[0];
   for (const auto k : key) {
     kmax = std::max(kmax, k);
+    kmin = std::min(kmin, k);
   }
   int id_bits = 1;
   while (id_bits < 63 && (std::uint64_t{1} << id_bits) < n) {
     ++id_bits;
   }
+  // Bits of kmax - key, which is what the words hold.
+  const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
   int key_bits = 0;
-  while (key_bits < 64 && (static_cast<std::uint64_t>(kmax) >> key_bits) != 0) {
+  while (key_bits < 64 && (range >> key_bits) != 0) {
     ++key_bits;
   }
   if (n < 256 || key_bits + id_bits > 64) {
@@ -60,16 +65,15 @@ inline void order_desc(span<const std::int64_t> key, std::vector<std::int32_t>& 
   auto& tmp = ws.tmp;
   tmp.resize(n);
   // Digit width: 11 bits keeps the counts in L1; for large inputs, wider digits save a pass.
-  const int used_bits = key_bits + id_bits;
   int bits = 11;
-  if (n >= 65536) {
-    const int passes = (used_bits + 15) / 16;
-    bits = (used_bits + passes - 1) / passes;
+  if (n >= 65536 && key_bits > 0) {
+    const int passes = (key_bits + 15) / 16;
+    bits = (key_bits + passes - 1) / passes;
   }
   const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
   auto& count = ws.count;
   count.resize(std::size_t{1} << bits);
-  for (int shift = 0; shift < 64; shift += bits) {
+  for (int shift = id_bits; shift < id_bits + key_bits; shift += bits) {
     if ((((all_or ^ all_and) >> shift) & mask) == 0) {
       continue; // every word has the same digit here
     }
