@@ -894,7 +894,7 @@ class engine {
       }
     }
     try {
-      b.sol = packswap::solve(span<const pack_meta>(b.packs), shape_, opt_.solver);
+      solver_.solve(span<const pack_meta>(b.packs), shape_, opt_.solver, b.sol);
     } catch (const std::exception& e) {
       throw error(code_of(e), context(rec) + ": the gathered metadata is not a valid batch: " +
                                   detail::message_of(e));
@@ -1021,6 +1021,7 @@ class engine {
 
   // Worker only.
   std::vector<record*> watch_;
+  packswap::solver solver_; // keeps its working memory from batch to batch
 
   std::thread worker_; // last: started when everything above exists
 };
