@@ -1,0 +1,109 @@
+// Paired A/B timing of the solve: loads the shared libraries built by scripts/ab-solve (one per
+// revision) and calls them in turn on the same batch, round after round, so that every
+// revision sees the same machine state; reports each one's median, 10th percentile, minimum and
+// page faults per solve, and the median of the per-round ratios against the first library.
+// On a shared machine whose speed drifts by tens of percent within minutes, the paired ratio is
+// the figure to trust; separate runs compare the machine with itself.
+//
+//   solve_ab PACKS ROUNDS REFINE(0|1) LIB...
+#include <packswap/balance/batch.hpp>
+
+#include "workloads.hpp"
+
+#include <dlfcn.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+using solve_fn = std::int64_t (*)(const void*, std::int64_t, std::int32_t, std::int32_t, int);
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s PACKS ROUNDS REFINE(0|1) LIB...\n", argv[0]);
+    return 2;
+  }
+  const std::int64_t packs = std::atoll(argv[1]);
+  const int rounds = std::atoi(argv[2]);
+  const int refine = std::atoi(argv[3]);
+  if (packs < 16 || packs % 16 != 0 || rounds < 1) {
+    std::fprintf(stderr, "PACKS must be a positive multiple of 16 (ga = 16), ROUNDS >= 1\n");
+    return 2;
+  }
+  const packswap::shape s{static_cast<std::int32_t>(packs / 16), 16, 1};
+  const auto batch = packswap::bench::preset_batch("vlm-pretrain", s, 42);
+  std::vector<solve_fn> fns;
+  std::vector<std::string> names;
+  for (int i = 4; i < argc; ++i) {
+    void* lib = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      std::fprintf(stderr, "%s\n", dlerror());
+      return 1;
+    }
+    fns.push_back(reinterpret_cast<solve_fn>(dlsym(lib, "packswap_ab_solve")));
+    if (fns.back() == nullptr) {
+      std::fprintf(stderr, "%s: no packswap_ab_solve\n", argv[i]);
+      return 1;
+    }
+    names.emplace_back(argv[i]);
+  }
+  const auto call = [&](std::size_t k) { return fns[k](batch.data(), packs, s.dp, s.ga, refine); };
+  std::vector<std::int64_t> moved(fns.size());
+  for (std::size_t k = 0; k < fns.size(); ++k) {
+    moved[k] = call(k); // warm-up, and the answer every revision should agree on
+    call(k);
+  }
+  std::vector<std::vector<double>> ms(fns.size());
+  std::vector<long> faults(fns.size(), 0);
+  for (int r = 0; r < rounds; ++r) {
+    for (std::size_t k = 0; k < fns.size(); ++k) {
+      const long f0 = minor_faults();
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::int64_t out = call(k);
+      ms[k].push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      faults[k] += minor_faults() - f0;
+      if (out != moved[k]) {
+        std::fprintf(stderr, "%s: a different answer in round %d\n", names[k].c_str(), r);
+        return 1;
+      }
+    }
+  }
+  std::printf("%lld packs (dp %d, ga 16), %s, %d rounds\n", static_cast<long long>(packs), s.dp,
+              refine != 0 ? "full solve" : "stage 1 + own plan", rounds);
+  for (std::size_t k = 0; k < fns.size(); ++k) {
+    std::printf("  %-40s median %9.3f ms  p10 %9.3f  min %9.3f  %6ld faults/solve  moved %lld\n",
+                names[k].c_str(), quantile(ms[k], 0.5), quantile(ms[k], 0.1), quantile(ms[k], 0),
+                faults[k] / rounds, static_cast<long long>(moved[k]));
+  }
+  for (std::size_t k = 1; k < fns.size(); ++k) {
+    std::vector<double> ratio;
+    for (int r = 0; r < rounds; ++r) {
+      ratio.push_back(ms[k][static_cast<std::size_t>(r)] / ms[0][static_cast<std::size_t>(r)]);
+    }
+    std::printf("  %s / %s: median per-round ratio %.3f (quartiles %.3f-%.3f)\n", names[k].c_str(),
+                names[0].c_str(), quantile(ratio, 0.5), quantile(ratio, 0.25),
+                quantile(ratio, 0.75));
+  }
+  return 0;
+}
