@@ -52,11 +52,13 @@ struct solve_workspace {
   refine_scratch refine;
 };
 
-// solve() into `out`, with working memory from `ws`; validates its inputs.
+// solve() into `out`, with working memory from `ws`; validates its inputs. `transient`: `ws`
+// dies with the call, so each stage's memory is freed as soon as the stage is done and the
+// next stages reuse it (fewer fresh pages to fault in than holding everything to the end).
 template <class Balancer, class Refiner>
 void solve_into(span<const pack_meta> packs, const shape& s, const solve_options& opt,
                 const Balancer& balance_policy, const Refiner& refine_policy, solve_workspace& ws,
-                solution& out) {
+                solution& out, bool transient) {
   static_assert(is_balancer_v<Balancer>, "Balancer must model is_balancer");
   static_assert(is_refiner_v<Refiner>, "Refiner must model is_refiner");
   validate_batch(packs, s);
@@ -72,11 +74,17 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
   }
   // Sorted once; the default policies share it.
   order_desc(costs, ws.order, ws.sort);
+  if (transient) {
+    ws.sort = {};
+  }
   const span<const std::int32_t> order(ws.order);
   // One assignment, worked on in place from stage 1 to the final micro-step order.
   assignment& a = out.cells;
   if constexpr (std::is_same_v<Balancer, balancer>) {
     balance_sorted(costs, order, s, opt.mode, balance_policy.max_swaps, a, ws.balance);
+    if (transient) {
+      ws.balance = {};
+    }
   } else {
     a = balance_policy(costs, s, opt.mode);
     validate_assignment(a, s);
@@ -88,6 +96,9 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
     const refine_options ropt{opt.mode, opt.eps, opt.topology};
     if constexpr (std::is_same_v<Refiner, refiner>) {
       refine_sorted(packs, order, s, a, ws.loads, ropt, ws.refine);
+      if (transient) {
+        ws.refine = {};
+      }
     } else {
       a = refine_policy(packs, s, a, ropt);
       validate_assignment(a, s);
@@ -123,7 +134,7 @@ solution solve(span<const pack_meta> packs, const shape& s, const solve_options&
                const Refiner& refine_policy = Refiner{}) {
   detail::solve_workspace ws;
   solution out;
-  detail::solve_into(packs, s, opt, balance_policy, refine_policy, ws, out);
+  detail::solve_into(packs, s, opt, balance_policy, refine_policy, ws, out, true);
   return out;
 }
 
@@ -155,7 +166,7 @@ class solver {
 
   /// The same, written into `out`, whose memory is reused.
   void solve(span<const pack_meta> packs, const shape& s, const solve_options& opt, solution& out) {
-    detail::solve_into(packs, s, opt, balancer{}, refiner{}, ws_, out);
+    detail::solve_into(packs, s, opt, balancer{}, refiner{}, ws_, out, false);
   }
 
   /// Frees the working memory kept from earlier calls.
