@@ -157,6 +157,7 @@ TEST_CASE("a solver that rejected a batch still solves the next one") {
   bad[3].cost = -1;
   CHECK_THROWS_WITH_AS(reused.solve(bad, s, {}, out), doctest::Contains("pack 3 has cost -1"),
                        error);
+  check_same(out, solve(packs, s)); // untouched by the rejected call
   reused.solve(packs, s, {}, out);
   check_same(out, solve(packs, s));
 }
