@@ -141,7 +141,8 @@ inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32
     std::vector<std::int32_t> cell_of(n, 0);
     for (std::size_t g = 0; g < ga; ++g) {
       const span<const std::int32_t> chunk(order.data() + g * group, group);
-      karmarkar_karp(costs, chunk, s.dp).assign(set_of);
+      ws.kk.run(costs, chunk, s.dp);
+      ws.kk.assign(set_of);
       for (const auto p : chunk) {
         const auto c = g * dp + static_cast<std::size_t>(set_of[static_cast<std::size_t>(p)]);
         cell_of[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(c);
@@ -157,7 +158,8 @@ inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32
       }
     }
     std::vector<std::int32_t> rank_of_cell(dp * ga, 0);
-    karmarkar_karp(cell_load, cell_chunks, s.dp).assign(rank_of_cell);
+    ws.kk.run(cell_load, cell_chunks, s.dp);
+    ws.kk.assign(rank_of_cell);
     for (std::size_t p = 0; p < n; ++p) {
       out[p].rank = rank_of_cell[static_cast<std::size_t>(cell_of[p])];
     }
@@ -167,7 +169,8 @@ inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32
   // packs sorted descending fill its micro-steps mbs at a time.
   const std::size_t k = ga * mbs;
   std::vector<std::int32_t> rank_of(n, 0);
-  karmarkar_karp(costs, order, s.dp).assign(rank_of);
+  ws.kk.run(costs, order, s.dp);
+  ws.kk.assign(rank_of);
   std::vector<std::int32_t> units(n);
   std::vector<std::size_t> fill(dp, 0);
   for (const auto p : order) {
