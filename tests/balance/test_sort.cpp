@@ -147,3 +147,58 @@ TEST_CASE("order_desc lists ids by key descending, ties by id") {
     }
   }
 }
+
+TEST_CASE("order_asc lists ids by key ascending, ties by id") {
+  prng rng(4);
+  // Key shapes: narrow (many ties), loads (a band above a large base), a range that fills the
+  // 63-bit word with the id to the last bit, one more (the fallback), the whole range, equal.
+  enum shape { narrow, loads, word_edge, past_edge, too_wide, equal };
+  detail::order_asc_scratch ws; // reused across calls, as the re-deal does
+  std::vector<std::int32_t> got;
+  for (const std::size_t n : {0, 1, 2, 47, 48, 370, 2049, 6000, 20000}) {
+    int id_bits = 1;
+    while ((std::size_t{1} << id_bits) < n) {
+      ++id_bits;
+    }
+    for (const shape sh : {narrow, loads, word_edge, past_edge, too_wide, equal}) {
+      std::vector<std::int64_t> key(n);
+      for (auto& k : key) {
+        switch (sh) {
+        case narrow:
+          k = rng.uniform(0, 20);
+          break;
+        case loads:
+          k = 1'000'000'000 + rng.uniform(0, (1 << 22) - 1);
+          break;
+        case word_edge:
+          k = 5 + rng.uniform(0, (std::int64_t{1} << (63 - id_bits)) - 1);
+          break;
+        case past_edge:
+          k = 5 + rng.uniform(0, std::int64_t{1} << (63 - id_bits));
+          break;
+        case too_wide:
+          k = rng.uniform(0, std::numeric_limits<std::int64_t>::max());
+          break;
+        case equal:
+          k = 7;
+          break;
+        }
+      }
+      if ((sh == word_edge || sh == past_edge) && n >= 2) {
+        key[0] = 5; // the range's ends, so the width is exact
+        key[n - 1] = 5 + (std::int64_t{1} << (63 - id_bits)) - (sh == word_edge ? 1 : 0);
+      }
+      std::vector<std::int32_t> want(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        want[i] = static_cast<std::int32_t>(i);
+      }
+      std::stable_sort(want.begin(), want.end(), [&](std::int32_t a, std::int32_t b) {
+        return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)];
+      });
+      CAPTURE(n);
+      CAPTURE(static_cast<int>(sh));
+      detail::order_asc(key, got, ws);
+      CHECK(got == want);
+    }
+  }
+}

@@ -243,4 +243,59 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
   std::copy(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n), data);
 }
 
+/// Working memory of `order_asc`, kept by callers that sort every step.
+struct order_asc_scratch {
+  std::vector<std::uint64_t> word, tmp;
+  std::vector<std::int64_t> flipped;
+  order_scratch wide;
+};
+
+/// Writes ids `0..n-1` into `ids`, ordered by `key` ascending, ties by id ascending. Keys must
+/// be >= 0. Reuses the memory of `ids` and `ws`.
+///
+/// Made for a few thousand keys at a time: each key (less the smallest) and its id share one
+/// word when they fit in 63 bits, so the words are distinct, need no tie-break and sort as plain
+/// integers (`stable_sort_desc` on their negation: one bucket pass and an insertion pass); wider
+/// keys go through `order_desc` on (largest key - key).
+inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
+                      order_asc_scratch& ws) {
+  const std::size_t n = key.size();
+  ids.resize(n);
+  if (n == 0) {
+    return;
+  }
+  std::int64_t kmin = key[0];
+  std::int64_t kmax = key[0];
+  for (const auto k : key) {
+    kmin = std::min(kmin, k);
+    kmax = std::max(kmax, k);
+  }
+  int id_bits = 1;
+  while ((std::size_t{1} << id_bits) < n) {
+    ++id_bits;
+  }
+  const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
+  if (id_bits < 63 && (range >> (63 - id_bits)) == 0) {
+    auto& word = ws.word;
+    word.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      word[i] =
+          ((static_cast<std::uint64_t>(key[i]) - static_cast<std::uint64_t>(kmin)) << id_bits) | i;
+    }
+    // Ascending words: descending by their negation (words < 2^63).
+    stable_sort_desc(word.data(), n, ws.tmp,
+                     [](std::uint64_t w) { return -static_cast<std::int64_t>(w); });
+    const std::uint64_t id_mask = (std::uint64_t{1} << id_bits) - 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      ids[i] = static_cast<std::int32_t>(word[i] & id_mask);
+    }
+    return;
+  }
+  ws.flipped.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ws.flipped[i] = kmax - key[i];
+  }
+  order_desc(ws.flipped, ids, ws.wide);
+}
+
 } // namespace packswap::detail
