@@ -109,6 +109,7 @@ class home_first {
     at_level.assign(k_, 0);
     own_first_.assign(dp_ + 1, 0);
     std::size_t level = 0;
+    total_cost_ = 0;
     for (std::size_t p = 0; p < n_; ++p) {
       if (p + prefetch_distance < n_) {
         prefetch(&packs[static_cast<std::size_t>(input_id_[p + prefetch_distance])]);
@@ -120,6 +121,7 @@ class home_first {
       }
       pk_[p] = {m.cost, m.bytes, m.source_rank, static_cast<std::int32_t>(level), -1, -1};
       sorted_cost_[n_ - 1 - p] = m.cost;
+      total_cost_ += m.cost;
       ++at_level[level];
       ++own_first_[static_cast<std::size_t>(m.source_rank) + 1];
     }
@@ -172,10 +174,7 @@ class home_first {
   bool run(const tuning& t) {
     tuning_ = t;
     reset();
-    pin();
-    for (std::size_t p = 0; p < n_; ++p) {
-      locked_[p] = pk_[p].rank >= 0 ? 1 : 0; // the pins
-    }
+    pin(); // also clears every pack's place and locks the pins
     fill();
     // When the repair gets stuck on a rank (typically the one holding a giant pack, which needs
     // the lightest pack of every level), that rank's pins go and the pool is balanced again: the
@@ -274,19 +273,18 @@ class home_first {
     return f;
   }
 
+  // Empties every rank. The packs' places and locks are cleared by pin(), rank by rank, as it
+  // reads the records anyway; nothing reads a rank's items past its used ones, nor full_ before
+  // rebuilding it.
   void reset() {
-    locked_.assign(n_, 0);
-    for (auto& k : pk_) {
-      k.rank = -1;
-      k.slot = -1;
-    }
-    items_.assign(dp_ * k_, -1);
-    item_home_.assign(dp_ * k_, -1);
-    item_level_.assign(dp_ * k_, -1);
+    locked_.resize(n_);
+    items_.resize(dp_ * k_);
+    item_home_.resize(dp_ * k_);
+    item_level_.resize(dp_ * k_);
     used_.assign(dp_, 0);
     load_.assign(dp_, 0);
     cnt_.assign(dp_ * k_, 0);
-    full_.assign(dp_ * k_, 0);
+    full_.resize(dp_ * k_);
     full_stale_.assign(dp_, 1);
   }
 
@@ -310,9 +308,6 @@ class home_first {
     item_home_[r * k_ + s] = item_home_[r * k_ + used_[r] - 1];
     item_level_[r * k_ + s] = item_level_[r * k_ + used_[r] - 1];
     pk_[last].slot = static_cast<std::int32_t>(s);
-    items_[r * k_ + used_[r] - 1] = -1;
-    item_home_[r * k_ + used_[r] - 1] = -1;
-    item_level_[r * k_ + used_[r] - 1] = -1;
     --used_[r];
     load_[r] -= pk_[p].cost;
     --cnt_[r * k_ + static_cast<std::size_t>(pk_[p].level)];
@@ -416,12 +411,9 @@ class home_first {
   // the average load, give up the kept packs that weigh least and cost less than that quantile:
   // such a rank must take a share of the heavy packs others give up.
   void pin() {
-    std::int64_t total = 0;
-    for (std::size_t p = 0; p < n_; ++p) {
-      total += pk_[p].cost;
-    }
-    const std::int64_t target = std::min(limit_, (total + static_cast<std::int64_t>(dp_) - 1) /
-                                                     static_cast<std::int64_t>(dp_));
+    const std::int64_t target =
+        std::min(limit_, (total_cost_ + static_cast<std::int64_t>(dp_) - 1) /
+                             static_cast<std::int64_t>(dp_));
     const auto lo = level_quantile(tuning_.band_low_permille);
     const auto hi = level_quantile(tuning_.band_high_permille);
     slack_left_ = slack_;
@@ -447,6 +439,9 @@ class home_first {
       }
       const auto begin = own.begin() + static_cast<std::ptrdiff_t>(first[r]);
       const auto end = own.begin() + static_cast<std::ptrdiff_t>(first[r + 1]);
+      for (auto it = begin; it != end; ++it) {
+        pk_[static_cast<std::size_t>(*it)].rank = -1; // unplaced, from an earlier run
+      }
       std::int64_t missing_lo = all_lo;
       std::int64_t missing_hi = all_hi;
       std::int32_t doubled = 0; // levels where r holds two or more packs
@@ -508,6 +503,10 @@ class home_first {
         const bool ok = completable(r); // recomputes deficit_ for the final pinned set
         (void)ok;
         commit_deficits();
+      }
+      for (auto it = begin; it != end; ++it) {
+        const auto p = static_cast<std::size_t>(*it);
+        locked_[p] = pk_[p].rank >= 0 ? 1 : 0; // the pins
       }
     }
   }
@@ -643,11 +642,23 @@ class home_first {
   // (its unlocked packs are already the heaviest of their levels) unlocks the pack that could
   // rise most per byte, up to the heaviest unlocked pack of its level; a rank far above it the
   // pack that could fall most per byte, down to the lightest.
+  //
+  // The sweeps move unlocked packs only, in their own arrays (see collect_unlocked()), which the
+  // packs unlocked by each round join; the places go back into the pack records and items once,
+  // at the end. Until then the unlock search reads only what does not move: load_, and the
+  // locked packs among a rank's items (an unlocked place may hold a stale entry, but always one
+  // of an unlocked pack, which the search skips).
   void balance_pool() {
+    collect_unlocked();
+    redeal_rounds();
+    store_unlocked();
+  }
+
+  void redeal_rounds() {
     std::vector<std::int64_t> heaviest(k_);
     std::vector<std::int64_t> lightest(k_);
+    auto& fresh = fresh_unlocked_;
     for (std::int32_t round = 0; round <= tuning_.unlock_rounds; ++round) {
-      collect_unlocked();
       for (std::int32_t sweep = 0; sweep < tuning_.redeal_sweeps; ++sweep) {
         if (!redeal()) {
           break;
@@ -665,12 +676,11 @@ class home_first {
       if (total_excess == 0) {
         return;
       }
-      // Each level's unlocked packs, collected this round, run by cost descending.
+      // Each level's unlocked packs run by cost descending.
       for (std::size_t l = 0; l < k_; ++l) {
         const bool any = unlocked_start_[l + 1] > unlocked_start_[l];
-        heaviest[l] = any ? pk_[static_cast<std::size_t>(unlocked_[unlocked_start_[l]])].cost : -1;
-        lightest[l] =
-            any ? pk_[static_cast<std::size_t>(unlocked_[unlocked_start_[l + 1] - 1])].cost : -1;
+        heaviest[l] = any ? unlocked_cost_[unlocked_start_[l]] : -1;
+        lightest[l] = any ? unlocked_cost_[unlocked_start_[l + 1] - 1] : -1;
       }
       // Far: a rank holding 16 times its share of all room, or above the limit by more than the
       // typical room of a rank.
@@ -678,7 +688,7 @@ class home_first {
           std::max<std::int64_t>(1, 16 * total_room / static_cast<std::int64_t>(dp_));
       const std::int64_t far_above =
           std::max<std::int64_t>(1, total_room / static_cast<std::int64_t>(dp_));
-      bool unlocked = false;
+      fresh.clear();
       for (std::size_t r = 0; r < dp_; ++r) {
         const bool low = limit_ - load_[r] >= far_below;
         const bool high = load_[r] - limit_ >= far_above;
@@ -706,18 +716,21 @@ class home_first {
         }
         if (pick < n_) {
           locked_[pick] = 0;
-          unlocked = true;
+          fresh.push_back(static_cast<std::int32_t>(pick));
         }
       }
-      if (!unlocked) {
+      if (fresh.empty()) {
         return;
       }
+      add_unlocked(fresh);
     }
   }
 
   // The unlocked packs of every level, by cost descending, ties by id (the level's stretch of the
   // cost index walked from the top): level l is unlocked_[unlocked_start_[l] ..
-  // unlocked_start_[l + 1] - 1]. Locks change only between the re-deal sweeps.
+  // unlocked_start_[l + 1] - 1]. Levels rise with ids, so the whole list runs by id. Beside each,
+  // its cost and the place it holds ((rank << 32) | item): all that the re-deal sweeps read and
+  // write, until `store_unlocked()`.
   void collect_unlocked() {
     unlocked_.resize(n_);
     unlocked_start_.assign(k_ + 1, 0);
@@ -730,54 +743,112 @@ class home_first {
       }
     }
     unlocked_start_[k_] = m;
+    unlocked_.resize(m);
+    unlocked_cost_.resize(m);
+    unlocked_place_.resize(m);
+    for (std::size_t u = 0; u < m; ++u) {
+      const auto& k = pk_[static_cast<std::size_t>(unlocked_[u])];
+      unlocked_cost_[u] = k.cost;
+      unlocked_place_[u] = place_word(k.rank, k.slot);
+    }
+  }
+
+  // Merges the packs in `fresh` (just unlocked: their records are current) into the list, which
+  // stays in id order.
+  void add_unlocked(std::vector<std::int32_t>& fresh) {
+    std::sort(fresh.begin(), fresh.end());
+    for (const auto p : fresh) {
+      // Level l's stretch starts later by the fresh packs of lower levels.
+      for (std::size_t l = static_cast<std::size_t>(pk_[static_cast<std::size_t>(p)].level) + 1;
+           l <= k_; ++l) {
+        ++unlocked_start_[l];
+      }
+    }
+    std::size_t a = unlocked_.size();
+    std::size_t b = fresh.size();
+    std::size_t out = a + b;
+    unlocked_.resize(out);
+    unlocked_cost_.resize(out);
+    unlocked_place_.resize(out);
+    while (b > 0) {
+      --out;
+      if (a > 0 && unlocked_[a - 1] > fresh[b - 1]) {
+        --a;
+        unlocked_[out] = unlocked_[a];
+        unlocked_cost_[out] = unlocked_cost_[a];
+        unlocked_place_[out] = unlocked_place_[a];
+      } else {
+        --b;
+        const auto& k = pk_[static_cast<std::size_t>(fresh[b])];
+        unlocked_[out] = fresh[b];
+        unlocked_cost_[out] = k.cost;
+        unlocked_place_[out] = place_word(k.rank, k.slot);
+      }
+    }
+  }
+
+  static std::uint64_t place_word(std::int32_t rank, std::int32_t item) {
+    return (static_cast<std::uint64_t>(rank) << 32) | static_cast<std::uint32_t>(item);
+  }
+
+  // The places of the unlocked packs into their records and the items.
+  void store_unlocked() {
+    for (std::size_t u = 0; u < unlocked_.size(); ++u) {
+      const auto p = static_cast<std::size_t>(unlocked_[u]);
+      const auto rank = static_cast<std::int32_t>(unlocked_place_[u] >> 32);
+      const auto item = static_cast<std::int32_t>(unlocked_place_[u] & 0xffffffffu);
+      pk_[p].rank = rank;
+      pk_[p].slot = item;
+      const std::size_t at = static_cast<std::size_t>(rank) * k_ + static_cast<std::size_t>(item);
+      items_[at] = static_cast<std::int32_t>(p);
+      item_home_[at] = pk_[p].home; // item_level_[at] stays: the place held a pack of level l
+    }
   }
 
   // (2b) Re-deals the unlocked packs of one level at a time: they leave their ranks and come
   // back heaviest to the rank that is lightest without them. Pairing sorted against reverse-sorted
   // minimises the largest sum (and maximises the smallest), so no sweep raises B; every rank
   // gets back as many packs of that level as it gave, so levels stay valid. Each pack takes over
-  // the item slot of the pack whose place it gets, so the pass is one sort and one linear walk
-  // per level. Returns whether any pack changed rank.
+  // the place of the pack whose place it gets, so the pass is one sort and one linear walk per
+  // level, over the level's stretch of the unlocked arrays. Returns whether any pack changed
+  // rank.
   bool redeal() {
     bool changed = false;
-    auto& order = redeal_order_;
-    auto& places = redeal_places_;
+    auto& from = redeal_from_;
+    auto& moved = redeal_moved_;
     for (std::size_t l = 0; l < k_; ++l) {
-      const std::int32_t* group = unlocked_.data() + unlocked_start_[l];
-      const std::size_t m = unlocked_start_[l + 1] - unlocked_start_[l];
+      const std::size_t base = unlocked_start_[l];
+      const std::size_t m = unlocked_start_[l + 1] - base;
       if (m < 2) {
         continue;
       }
-      // Place i: where pack group[i] sits, keyed by its rank's load without it (ties: i); the
-      // places sorted, the j-th goes to the j-th heaviest pack. What the passes need of each
-      // pack is read once, in group order, so the later passes stay in this level's arrays.
-      order.resize(m);
-      places.resize(m);
-      for (std::size_t i = 0; i < m; ++i) {
-        const auto p = static_cast<std::size_t>(group[i]);
-        places[i] = {pk_[p].cost, pk_[p].rank, pk_[p].slot};
-        order[i] = {load_[static_cast<std::size_t>(pk_[p].rank)] - pk_[p].cost,
-                    static_cast<std::int64_t>(i)};
-      }
-      // Ascending keys, ties in place order: a stable descending sort of the negated keys
-      // (keys are loads, never near the int64 minimum).
-      stable_sort_desc(order.data(), m, redeal_scratch_,
-                       [](const std::pair<std::int64_t, std::int64_t>& e) { return -e.first; });
-      // Pack j (which held place j) moves to the j-th place in key order.
+      const std::int64_t* cost = unlocked_cost_.data() + base;
+      std::uint64_t* place = unlocked_place_.data() + base;
+      // Place i (held by pack i) is keyed by its rank's load without pack i, ties by i; the
+      // places sorted, the j-th goes to the j-th heaviest pack, pack j: from[j] is that place.
+      sort_places(cost, place, m);
+      moved.resize(m);
       for (std::size_t j = 0; j < m; ++j) {
-        const auto p = static_cast<std::size_t>(group[j]);
-        const auto& to = places[static_cast<std::size_t>(order[j].second)];
-        changed |= places[j].rank != to.rank;
-        load_[static_cast<std::size_t>(to.rank)] += places[j].cost - to.cost;
-        pk_[p].rank = to.rank;
-        pk_[p].slot = to.item;
-        const std::size_t at =
-            static_cast<std::size_t>(to.rank) * k_ + static_cast<std::size_t>(to.item);
-        items_[at] = group[j];
-        item_home_[at] = pk_[p].home; // item_level_[at] stays: the place held a pack of level l
+        const auto f = static_cast<std::size_t>(from[j]);
+        const auto rank = static_cast<std::size_t>(place[f] >> 32);
+        changed |= place[j] >> 32 != rank;
+        load_[rank] += cost[j] - cost[f];
+        moved[j] = place[f];
       }
+      std::copy(moved.begin(), moved.begin() + static_cast<std::ptrdiff_t>(m), place);
     }
     return changed;
+  }
+
+  // Writes into redeal_from_[0..m) the places 0..m-1 by (load of the place's rank without its
+  // pack, place) ascending.
+  void sort_places(const std::int64_t* cost, const std::uint64_t* place, std::size_t m) {
+    auto& keys = redeal_keys_;
+    keys.resize(m);
+    for (std::size_t i = 0; i < m; ++i) {
+      keys[i] = load_[static_cast<std::size_t>(place[i] >> 32)] - cost[i]; // >= 0
+    }
+    order_asc(keys, redeal_from_, redeal_sort_);
   }
 
   // Levels a rank breaks: the largest amount by which a prefix exceeds j + 1.
@@ -1146,7 +1217,7 @@ class home_first {
               if (u == q || static_cast<std::size_t>(t_homes[a]) == t) {
                 continue;
               }
-              const std::int64_t vv = movable_[static_cast<std::size_t>(pk_[u].level)];
+              const std::int64_t vv = movable_[static_cast<std::size_t>(t_levels[a])];
               if (vv < 0) {
                 continue;
               }
@@ -1185,10 +1256,11 @@ class home_first {
   // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1.
   void index_movable(std::size_t r, std::size_t skip) {
     movable_.assign(k_, -1);
+    // Levels from item_level_: no pack record is read.
     for (std::size_t i = 0; i < used_[r]; ++i) {
       const auto v = static_cast<std::size_t>(items_[r * k_ + i]);
       if (v != skip && static_cast<std::size_t>(item_home_[r * k_ + i]) != r) {
-        movable_[static_cast<std::size_t>(pk_[v].level)] = static_cast<std::int64_t>(v);
+        movable_[static_cast<std::size_t>(item_level_[r * k_ + i])] = static_cast<std::int64_t>(v);
       }
     }
   }
@@ -1207,6 +1279,7 @@ class home_first {
 
   std::size_t dp_ = 0, k_ = 0, n_ = 0;
   std::int64_t limit_ = 0;
+  std::int64_t total_cost_ = 0;
   tuning tuning_{};
   std::vector<std::int32_t> node_; // node of every rank
   std::int64_t inter_weight_ = 1;
@@ -1243,14 +1316,14 @@ class home_first {
   std::vector<std::size_t> level_begin_, level_end_; // level l: by_cost(begin .. end - 1)
   std::vector<std::int32_t> unlocked_;               // see collect_unlocked()
   std::vector<std::size_t> unlocked_start_;
-  std::vector<std::pair<std::int64_t, std::int64_t>> redeal_order_; // (load without, place)
-  std::vector<std::pair<std::int64_t, std::int64_t>> redeal_scratch_;
-  struct redeal_place {
-    std::int64_t cost = 0;           // of the pack there before the re-deal
-    std::int32_t rank = 0, item = 0; // where it is
-  };
-  std::vector<redeal_place> redeal_places_;
-  std::vector<char> locked_; // pinned home packs the re-deal leaves alone
+  std::vector<std::int64_t> unlocked_cost_;   // beside unlocked_: their costs
+  std::vector<std::uint64_t> unlocked_place_; // and places, see collect_unlocked()
+  std::vector<std::int64_t> redeal_keys_;     // see sort_places()
+  std::vector<std::int32_t> redeal_from_;
+  order_asc_scratch redeal_sort_;
+  std::vector<std::uint64_t> redeal_moved_;
+  std::vector<std::int32_t> fresh_unlocked_; // see redeal_rounds()
+  std::vector<char> locked_;                 // pinned home packs the re-deal leaves alone
   std::vector<std::size_t> scratch_ranks_;
   struct partner_pack {
     std::int64_t cost;
