@@ -1129,6 +1129,11 @@ class home_first {
   // home, so moving them again costs nothing. With several nodes, ranks on p's home node are
   // tried as partners too: a pack one hop from home inside its node is cheaper than one across.
   void bring_home() {
+    // Every rank's full_ up to date in one sequential pass, rather than rebuilt on first use
+    // from a cnt_ line fetched at random.
+    for (std::size_t r = 0; r < dp_; ++r) {
+      full_from(r);
+    }
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
       bool changed = false;
       // In input order: batches list each rank's packs together, so consecutive packs share a
