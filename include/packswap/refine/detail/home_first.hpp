@@ -561,24 +561,34 @@ class home_first {
     }
     // Rank r can take a pack of level l iff room(j) = j + 1 - (packs of level <= j) >= 1 for
     // every j >= l. Levels are dealt in rising order, so every pack dealt so far lowers room(j)
-    // at every j >= l by one: the test is min_room[r][l] (from the pins) - dealt[r] >= 1.
+    // at every j >= l by one: the test is min_room[l][r] (from the pins) - dealt[r] >= 1. Stored
+    // level by level, so that each level's scan over the ranks reads one contiguous row.
     auto& min_room = min_room_;
     min_room.resize(dp_ * k_);
     auto& dealt = dealt_;
     dealt.assign(dp_, 0);
-    for (std::size_t r = 0; r < dp_; ++r) {
-      std::int32_t prefix = 0;
-      for (std::size_t j = 0; j < k_; ++j) {
-        prefix += cnt_[r * k_ + j];
-        min_room[r * k_ + j] = static_cast<std::int32_t>(j) + 1 - prefix;
-      }
-      for (std::size_t j = k_ - 1; j-- > 0;) {
-        min_room[r * k_ + j] = std::min(min_room[r * k_ + j], min_room[r * k_ + j + 1]);
+    {
+      std::vector<std::int32_t>& room = scratch_room_;
+      room.resize(k_);
+      for (std::size_t r = 0; r < dp_; ++r) {
+        std::int32_t prefix = 0;
+        for (std::size_t j = 0; j < k_; ++j) {
+          prefix += cnt_[r * k_ + j];
+          room[j] = static_cast<std::int32_t>(j) + 1 - prefix;
+        }
+        std::int32_t low = room[k_ - 1];
+        for (std::size_t j = k_; j-- > 0;) {
+          low = std::min(low, room[j]);
+          min_room[j * dp_ + r] = low;
+        }
       }
     }
-    // Eligible ranks with their projected loads: (projection, rank), so that the pair order is
-    // the deal order (lightest projection first, ties by rank).
-    auto& eligible = eligible_;
+    // Eligible ranks (in rank order) with their projected loads; the deal order is lightest
+    // projection first, ties by rank.
+    auto& eligible_rank = eligible_rank_;
+    auto& eligible_load = eligible_load_;
+    eligible_rank.resize(dp_);
+    eligible_load.resize(dp_);
     auto& left = left_;
     auto& stranded = stranded_;
     stranded.clear();
@@ -591,32 +601,32 @@ class home_first {
       left.assign(pool.begin() + static_cast<std::ptrdiff_t>(begin),
                   pool.begin() + static_cast<std::ptrdiff_t>(end));
       const std::int64_t level_mean = mean[static_cast<std::size_t>(level)];
+      const std::int32_t* room = &min_room[static_cast<std::size_t>(level) * dp_];
       while (!left.empty()) {
-        eligible.clear();
+        std::size_t count = 0;
         for (std::size_t r = 0; r < dp_; ++r) {
-          if (used_[r] < k_ && min_room[r * k_ + static_cast<std::size_t>(level)] - dealt[r] >= 1) {
-            eligible.emplace_back(load_[r] + expected[r], r);
-          }
+          // Written always, kept only if eligible: no branch to mispredict.
+          eligible_rank[count] = static_cast<std::int32_t>(r);
+          eligible_load[count] = load_[r] + expected[r];
+          count += used_[r] < k_ && room[r] - dealt[r] >= 1 ? 1 : 0;
         }
-        if (eligible.empty()) {
+        if (count == 0) {
           stranded.insert(stranded.end(), left.begin(), left.end());
           break;
         }
-        // The m lightest projections, in order (pairs are distinct: a total order).
-        const std::size_t m = std::min(eligible.size(), left.size());
-        const auto mid = eligible.begin() + static_cast<std::ptrdiff_t>(m);
-        if (m < eligible.size()) {
-          std::nth_element(eligible.begin(), mid, eligible.end());
-        }
-        std::sort(eligible.begin(), mid);
+        // The m lightest projections, in order.
+        const std::size_t m = std::min(count, left.size());
+        order_asc(span<const std::int64_t>(eligible_load.data(), count), deal_order_, fill_sort_);
         for (std::size_t i = 0; i < m; ++i) {
           if (i + prefetch_distance < m) {
-            const std::size_t ahead = eligible[i + prefetch_distance].second;
+            const auto ahead = static_cast<std::size_t>(
+                eligible_rank[static_cast<std::size_t>(deal_order_[i + prefetch_distance])]);
             prefetch(&cnt_[ahead * k_]);
             prefetch(&items_[ahead * k_]);
             prefetch(&item_home_[ahead * k_]);
           }
-          const std::size_t r = eligible[i].second;
+          const auto r =
+              static_cast<std::size_t>(eligible_rank[static_cast<std::size_t>(deal_order_[i])]);
           place(static_cast<std::size_t>(left[i]), r);
           ++dealt[r];
           expected[r] = std::max<std::int64_t>(0, expected[r] - level_mean);
@@ -1349,7 +1359,9 @@ class home_first {
   std::vector<std::size_t> rank_pos_;
   std::vector<std::int32_t> pool_, min_room_, dealt_, left_, stranded_;
   std::vector<std::int64_t> expected_;
-  std::vector<std::pair<std::int64_t, std::size_t>> eligible_;
+  std::vector<std::int32_t> eligible_rank_, deal_order_, scratch_room_;
+  std::vector<std::int64_t> eligible_load_;
+  order_asc_scratch fill_sort_;
 };
 
 } // namespace packswap::detail
