@@ -603,20 +603,21 @@ class home_first {
       const std::int64_t level_mean = mean[static_cast<std::size_t>(level)];
       const std::int32_t* room = &min_room[static_cast<std::size_t>(level) * dp_];
       while (!left.empty()) {
-        std::size_t count = 0;
+        std::size_t eligible = 0;
         for (std::size_t r = 0; r < dp_; ++r) {
           // Written always, kept only if eligible: no branch to mispredict.
-          eligible_rank[count] = static_cast<std::int32_t>(r);
-          eligible_load[count] = load_[r] + expected[r];
-          count += used_[r] < k_ && room[r] - dealt[r] >= 1 ? 1 : 0;
+          eligible_rank[eligible] = static_cast<std::int32_t>(r);
+          eligible_load[eligible] = load_[r] + expected[r];
+          eligible += used_[r] < k_ && room[r] - dealt[r] >= 1 ? 1 : 0;
         }
-        if (count == 0) {
+        if (eligible == 0) {
           stranded.insert(stranded.end(), left.begin(), left.end());
           break;
         }
         // The m lightest projections, in order.
-        const std::size_t m = std::min(count, left.size());
-        order_asc(span<const std::int64_t>(eligible_load.data(), count), deal_order_, fill_sort_);
+        const std::size_t m = std::min(eligible, left.size());
+        order_asc(span<const std::int64_t>(eligible_load.data(), eligible), deal_order_,
+                  fill_sort_);
         for (std::size_t i = 0; i < m; ++i) {
           if (i + prefetch_distance < m) {
             const auto ahead = static_cast<std::size_t>(
