@@ -253,10 +253,11 @@ struct order_asc_scratch {
 /// Writes ids `0..n-1` into `ids`, ordered by `key` ascending, ties by id ascending. Keys must
 /// be >= 0. Reuses the memory of `ids` and `ws`.
 ///
-/// Made for a few thousand keys at a time: each key (less the smallest) and its id share one
-/// word when they fit in 63 bits, so the words are distinct, need no tie-break and sort as plain
-/// integers (`stable_sort_desc` on their negation: one bucket pass and an insertion pass); wider
-/// keys go through `order_desc` on (largest key - key).
+/// Below 1,024 keys, each key (less the smallest) and its id share one word when they fit in 63
+/// bits, so the words are distinct, need no tie-break and sort as plain integers
+/// (`stable_sort_desc` on their negation: one bucket pass and an insertion pass, whose
+/// mispredicted branches grow with the count); more keys, or wider ones, go through
+/// `order_desc`'s radix sort on (largest key - key).
 inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
                       order_asc_scratch& ws) {
   const std::size_t n = key.size();
@@ -275,7 +276,7 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
     ++id_bits;
   }
   const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
-  if (id_bits < 63 && (range >> (63 - id_bits)) == 0) {
+  if (n < 1024 && id_bits < 63 && (range >> (63 - id_bits)) == 0) {
     auto& word = ws.word;
     word.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
