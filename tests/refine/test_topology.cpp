@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 using namespace packswap;
@@ -14,6 +16,18 @@ TEST_CASE("a byte costs nothing on its rank, one within a node, the weight acros
   CHECK(t.node(9) == 2);
   const topology flat;
   CHECK(flat.weight(0, 1000) == 1);
+}
+
+TEST_CASE("weighted byte totals saturate at the int64 maximum") {
+  const auto t = topology::uniform(4, 8);
+  constexpr std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  CHECK(t.weighted(5, 3) == 29);
+  CHECK(t.weighted(most, 0) == most);
+  CHECK(t.weighted(0, most / 8) == most / 8 * 8);
+  CHECK(t.weighted(0, most / 8 + 1) == most);
+  CHECK(t.weighted(most - 7, 1) == most);
+  CHECK(t.weighted(most - 8, 1) == most);
+  CHECK(t.weighted(most - 9, 1) == most - 1);
 }
 
 TEST_CASE("a rank-to-node map places ranks anywhere") {

@@ -15,6 +15,7 @@ struct movement_metrics {
   std::int64_t moved_bytes = 0;      ///< bytes of those packs
   std::int64_t inter_node_bytes = 0; ///< bytes among them that cross nodes
   std::int64_t weighted_bytes = 0;   ///< intra-node bytes + inter-node weight * inter-node bytes
+                                     ///< (saturated at the int64 maximum)
   std::int32_t max_peers =
       0; ///< most distinct peers one rank sends to or receives from (0 if not counted)
   double mean_peers = 0.0; ///< distinct peers per rank, averaged over ranks (0 if not counted)
@@ -31,7 +32,6 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
   for (std::int32_t r = 0; r < dp; ++r) {
     node[static_cast<std::size_t>(r)] = topo.node(r);
   }
-  const std::int64_t inter = topo.inter_node_weight();
   std::vector<std::uint64_t> links;
   for (std::size_t p = 0; p < packs.size(); ++p) {
     const std::int32_t from = packs[p].source_rank;
@@ -43,13 +43,13 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
     m.moved_bytes += packs[p].bytes;
     const bool cross = node[static_cast<std::size_t>(from)] != node[static_cast<std::size_t>(to)];
     m.inter_node_bytes += cross ? packs[p].bytes : 0;
-    m.weighted_bytes += (cross ? inter : 1) * packs[p].bytes;
     if (peers) {
       const auto lo = static_cast<std::uint64_t>(std::min(from, to));
       const auto hi = static_cast<std::uint64_t>(std::max(from, to));
       links.push_back(lo * static_cast<std::uint64_t>(dp) + hi);
     }
   }
+  m.weighted_bytes = topo.weighted(m.moved_bytes - m.inter_node_bytes, m.inter_node_bytes);
   if (peers) {
     // Each distinct pair of ranks that exchange anything is one peer of each.
     std::sort(links.begin(), links.end());

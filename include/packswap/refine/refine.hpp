@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -37,9 +38,13 @@ inline std::int64_t eps_ppm(double eps) {
   return static_cast<std::int64_t>(std::llround(eps * 1e6));
 }
 
-// floor(x * (1 + ppm / 1e6)) without overflow for x < 2^62.
+// floor(x * (1 + ppm / 1e6)) for x >= 0 and ppm in [0, 1e6], saturated at the int64 maximum: a
+// limit beyond it binds nothing (no load exceeds the batch's total cost).
 inline std::int64_t relax(std::int64_t x, std::int64_t ppm) {
-  return x + (x / 1000000) * ppm + (x % 1000000) * ppm / 1000000;
+  const std::int64_t add = (x / 1000000) * ppm + (x % 1000000) * ppm / 1000000; // <= x
+  return add > std::numeric_limits<std::int64_t>::max() - x
+             ? std::numeric_limits<std::int64_t>::max()
+             : x + add;
 }
 
 } // namespace detail
@@ -61,13 +66,31 @@ inline assignment deal_micro_steps(const shape& s, span<const std::int32_t> rank
   return out;
 }
 
-inline std::int64_t weighted_bytes(span<const pack_meta> packs, const assignment& a,
-                                   const topology& topo) {
-  std::int64_t sum = 0;
+// The batch's byte total and what `a` moves, within and across nodes (each at most the total).
+struct byte_totals {
+  std::int64_t all = 0, intra = 0, inter = 0;
+};
+
+inline byte_totals bytes_of(span<const pack_meta> packs, const assignment& a,
+                            const topology& topo) {
+  byte_totals t;
   for (std::size_t p = 0; p < packs.size(); ++p) {
-    sum += topo.weight(packs[p].source_rank, a[p].rank) * packs[p].bytes;
+    const std::int64_t w = topo.weight(packs[p].source_rank, a[p].rank);
+    t.all += packs[p].bytes;
+    t.intra += w == 1 ? packs[p].bytes : 0;
+    t.inter += w > 1 ? packs[p].bytes : 0;
   }
-  return sum;
+  return t;
+}
+
+// Whether stage 2's integer arithmetic fits int64 for this batch: it adds loads, limits and a
+// rank's worth of level quantiles or mean costs (at most (ga + 2) times the total cost), and
+// weighted byte changes of a few packs (at most 4 times the weighted byte total).
+inline bool stage2_fits(std::int64_t total_cost, const shape& s, std::int64_t total_bytes,
+                        const topology& topo) {
+  constexpr std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  return total_cost <= most / (2 * (static_cast<std::int64_t>(s.ga) + 2)) &&
+         total_bytes <= most / 4 / topo.inter_node_weight();
 }
 
 // Working memory of stage 2, kept by callers that refine every step.
@@ -88,10 +111,19 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // per_step mode A may grow by eps too, so the caps do).
   auto& caps = ws.caps;
   caps.assign(static_cast<std::size_t>(s.ga), 0);
+  std::int64_t total_cost = 0;
   for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
     for (std::size_t m = 0; m < static_cast<std::size_t>(s.ga); ++m) {
       caps[m] = std::max(caps[m], loads[r * static_cast<std::size_t>(s.ga) + m]);
+      total_cost += loads[r * static_cast<std::size_t>(s.ga) + m];
     }
+  }
+  const byte_totals stage1 = bytes_of(packs, a, opt.topology);
+  if (!stage2_fits(total_cost, s, stage1.all, opt.topology)) {
+    // Costs or bytes so large that the search's sums could leave int64: renaming stage 1's
+    // ranks alone, which keeps its balance exactly and counts bytes without overflow.
+    a = relabel_ranks(packs, s, std::move(a), opt.topology);
+    return;
   }
   if (opt.mode == sync_mode::per_step) {
     for (auto& c : caps) {
@@ -112,7 +144,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   narrow.band_low_permille = 350;
   narrow.band_high_permille = 650;
   // Stage 1 as it stands is always a valid answer: stage 2 must move fewer weighted bytes.
-  const std::int64_t stage1_bytes = weighted_bytes(packs, a, opt.topology);
+  const std::int64_t stage1_bytes = opt.topology.weighted(stage1.intra, stage1.inter);
   for (const auto& t : {wide, narrow}) {
     if (engine.run(t)) {
       if (engine.weighted_moved() < stage1_bytes) {
@@ -147,7 +179,10 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// more than stage 1, the answer is stage 1 with its ranks renamed to keep the most bytes home
 /// (`relabel_ranks`), which never moves more than stage 1. For mbs > 1 it is that renaming
 /// followed by swaps that bring packs home while every cell stays within its micro-step's
-/// stage-1 maximum and every rank within the B limit.
+/// stage-1 maximum and every rank within the B limit. The search and the swaps add costs and
+/// weighted bytes in int64: for batches whose total cost exceeds int64 max / (2 (ga + 2)) or
+/// whose byte total exceeds int64 max / (4 * inter-node weight) they stand down, and the answer
+/// is the renaming alone.
 class refiner {
  public:
   assignment operator()(span<const pack_meta> packs, const shape& s, const assignment& stage1,

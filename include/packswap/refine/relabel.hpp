@@ -14,7 +14,8 @@ namespace packswap {
 /// many bytes on their source rank as a greedy matching finds: column/rank pairs are taken in
 /// order of the bytes they would keep, largest first (ties: lower column, then lower rank), each
 /// column and rank used once. Returns `a` unchanged when the renaming would not move fewer
-/// weighted bytes (under `topo`) than the names `a` already has. O(N log N). Validates its inputs.
+/// weighted bytes (under `topo`, saturated at the int64 maximum) than the names `a` already has.
+/// O(N log N). Validates its inputs.
 inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, assignment a,
                                 const topology& topo = {}) {
   validate_batch(packs, s);
@@ -65,15 +66,20 @@ inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, ass
       rank_taken[next_free] = 1;
     }
   }
-  std::int64_t moved_before = 0;
-  std::int64_t moved_after = 0;
+  // Moved bytes within and across nodes, before and after (each at most the byte total).
+  std::int64_t before[2] = {0, 0};
+  std::int64_t after[2] = {0, 0};
+  const auto add = [&](std::int64_t* moved, std::int32_t from, std::int32_t to, std::int64_t b) {
+    if (from != to) {
+      moved[topo.node(from) == topo.node(to) ? 0 : 1] += b;
+    }
+  };
   for (std::size_t p = 0; p < packs.size(); ++p) {
     const std::int32_t src = packs[p].source_rank;
-    moved_before += topo.weight(src, a[p].rank) * packs[p].bytes;
-    moved_after +=
-        topo.weight(src, rank_of_column[static_cast<std::size_t>(a[p].rank)]) * packs[p].bytes;
+    add(before, src, a[p].rank, packs[p].bytes);
+    add(after, src, rank_of_column[static_cast<std::size_t>(a[p].rank)], packs[p].bytes);
   }
-  if (moved_after >= moved_before) {
+  if (topo.weighted(after[0], after[1]) >= topo.weighted(before[0], before[1])) {
     return a;
   }
   for (auto& c : a) {

@@ -3,6 +3,7 @@
 #include "packswap/error.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,17 @@ class topology {
 
   /// The weight of a byte that crosses nodes.
   std::int64_t inter_node_weight() const noexcept { return weight_; }
+
+  /// `intra_node_bytes + inter_node_weight() * inter_node_bytes` (both >= 0), saturated at the
+  /// int64 maximum, which byte totals near it would exceed.
+  std::int64_t weighted(std::int64_t intra_node_bytes,
+                        std::int64_t inter_node_bytes) const noexcept {
+    constexpr std::int64_t most = std::numeric_limits<std::int64_t>::max();
+    if (inter_node_bytes > (most - intra_node_bytes) / weight_) {
+      return most;
+    }
+    return intra_node_bytes + weight_ * inter_node_bytes;
+  }
 
   /// Checks that every rank below `dp` has a node; throws `errc::invalid_argument` if not.
   void validate_for(std::int32_t dp) const {

@@ -678,13 +678,23 @@ class home_first {
       if (round == tuning_.unlock_rounds) {
         break;
       }
-      std::int64_t total_room = 0;
-      std::int64_t total_excess = 0;
+      // The mean room of a rank, floor(sum / dp) as quotient and remainder: with costs near the
+      // int64 limit the sum itself would overflow.
+      const auto dp = static_cast<std::int64_t>(dp_);
+      std::int64_t room_mean = 0;
+      std::int64_t room_rest = 0;
+      bool any_excess = false;
       for (std::size_t r = 0; r < dp_; ++r) {
-        total_room += std::max<std::int64_t>(0, limit_ - load_[r]);
-        total_excess += excess(r);
+        const std::int64_t room = std::max<std::int64_t>(0, limit_ - load_[r]);
+        room_mean += room / dp;
+        room_rest += room % dp;
+        if (room_rest >= dp) {
+          ++room_mean;
+          room_rest -= dp;
+        }
+        any_excess |= excess(r) > 0;
       }
-      if (total_excess == 0) {
+      if (!any_excess) {
         return;
       }
       // Each level's unlocked packs run by cost descending.
@@ -695,10 +705,12 @@ class home_first {
       }
       // Far: a rank holding 16 times its share of all room, or above the limit by more than the
       // typical room of a rank.
+      // floor(16 * sum / dp), saturated.
       const std::int64_t far_below =
-          std::max<std::int64_t>(1, 16 * total_room / static_cast<std::int64_t>(dp_));
-      const std::int64_t far_above =
-          std::max<std::int64_t>(1, total_room / static_cast<std::int64_t>(dp_));
+          room_mean > std::numeric_limits<std::int64_t>::max() / 32
+              ? std::numeric_limits<std::int64_t>::max()
+              : std::max<std::int64_t>(1, 16 * room_mean + 16 * room_rest / dp);
+      const std::int64_t far_above = std::max<std::int64_t>(1, room_mean);
       fresh.clear();
       for (std::size_t r = 0; r < dp_; ++r) {
         const bool low = limit_ - load_[r] >= far_below;
