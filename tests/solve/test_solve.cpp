@@ -5,6 +5,8 @@
 
 #include "batches.hpp"
 
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 using namespace packswap;
@@ -34,6 +36,41 @@ TEST_CASE("solve returns a verified plan whose metrics match its cells") {
     if (opt.mode == sync_mode::per_micro_step && s.mbs == 1) {
       CHECK(sol.balance.a == sol.balance.lb_a);
     }
+    CHECK(sol.balance.b <= detail::relax(sol.stage1_b, detail::eps_ppm(opt.eps)));
+  }
+}
+
+TEST_CASE("solve takes costs and bytes near the int64 limit") {
+  // Every sum stays in range (the sanitizer builds check): stage 2 stands down where its own
+  // sums could not.
+  prng rng(37);
+  constexpr std::int64_t top = std::numeric_limits<std::int64_t>::max();
+  for (int trial = 0; trial < 600; ++trial) {
+    const auto s = test::random_shape(rng, 12, 6, rng.chance(1, 4) ? 3 : 1);
+    auto packs = test::random_batch(s, rng(), mix::vlm);
+    std::int64_t cost_sum = 0;
+    std::int64_t byte_sum = 0;
+    for (auto& p : packs) {
+      p.cost = rng.uniform(0, std::int64_t{1} << rng.uniform(0, 40));
+      p.bytes = rng.uniform(0, std::int64_t{1} << rng.uniform(0, 40));
+      cost_sum += p.cost;
+      byte_sum += p.bytes;
+    }
+    const std::int64_t cost_top = rng.chance(1, 2) ? top : top / (2 * (s.ga + 2));
+    const std::int64_t byte_scale = rng.chance(1, 2) ? top / (byte_sum + 1) : 1;
+    for (auto& p : packs) {
+      p.cost *= cost_top / (cost_sum + 1);
+      p.bytes *= byte_scale;
+    }
+    solve_options opt;
+    opt.mode = rng.chance(1, 3) ? sync_mode::per_step : sync_mode::per_micro_step;
+    opt.eps = rng.chance(1, 2) ? 0.0 : 0.5;
+    if (rng.chance(1, 2)) {
+      opt.topology = topology::uniform(2, std::int64_t{1} << 20);
+    }
+    const auto sol = solve(packs, s, opt);
+    CAPTURE(trial);
+    CHECK_NOTHROW(verify(packs, s, sol.cells, sol.plan));
     CHECK(sol.balance.b <= detail::relax(sol.stage1_b, detail::eps_ppm(opt.eps)));
   }
 }
