@@ -66,23 +66,6 @@ inline assignment deal_micro_steps(const shape& s, span<const std::int32_t> rank
   return out;
 }
 
-// The batch's byte total and what `a` moves, within and across nodes (each at most the total).
-struct byte_totals {
-  std::int64_t all = 0, intra = 0, inter = 0;
-};
-
-inline byte_totals bytes_of(span<const pack_meta> packs, const assignment& a,
-                            const topology& topo) {
-  byte_totals t;
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    const std::int64_t w = topo.weight(packs[p].source_rank, a[p].rank);
-    t.all += packs[p].bytes;
-    t.intra += w == 1 ? packs[p].bytes : 0;
-    t.inter += w > 1 ? packs[p].bytes : 0;
-  }
-  return t;
-}
-
 // Whether stage 2's integer arithmetic fits int64 for this batch: it adds loads, limits and a
 // rank's worth of level quantiles or mean costs (at most (ga + 2) times the total cost), and
 // weighted byte changes of a few packs (at most 4 times the weighted byte total).
@@ -118,7 +101,8 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
       total_cost += loads[r * static_cast<std::size_t>(s.ga) + m];
     }
   }
-  const byte_totals stage1 = bytes_of(packs, a, opt.topology);
+  const byte_totals stage1 =
+      bytes_of(packs, opt.topology, [&](std::size_t p) { return a[p].rank; });
   if (!stage2_fits(total_cost, s, stage1.all, opt.topology)) {
     // Costs or bytes so large that the search's sums could leave int64: renaming stage 1's
     // ranks alone, which keeps its balance exactly and counts bytes without overflow.

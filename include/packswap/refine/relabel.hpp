@@ -10,6 +10,30 @@
 
 namespace packswap {
 
+namespace detail {
+
+// The batch's byte total and the bytes that computing pack p on rank `rank_of(p)` moves, within
+// and across nodes (each at most the total, so none of the sums overflows).
+struct byte_totals {
+  std::int64_t all = 0, intra = 0, inter = 0;
+};
+
+template <class RankOf>
+byte_totals bytes_of(span<const pack_meta> packs, const topology& topo, RankOf rank_of) {
+  byte_totals t;
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    const std::int32_t from = packs[p].source_rank;
+    const std::int32_t to = rank_of(p);
+    t.all += packs[p].bytes;
+    if (from != to) {
+      (topo.node(from) == topo.node(to) ? t.intra : t.inter) += packs[p].bytes;
+    }
+  }
+  return t;
+}
+
+} // namespace detail
+
 /// Renames the ranks of `a` (whole columns move together, so A and B do not change) to keep as
 /// many bytes on their source rank as a greedy matching finds: column/rank pairs are taken in
 /// order of the bytes they would keep, largest first (ties: lower column, then lower rank), each
@@ -66,20 +90,11 @@ inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, ass
       rank_taken[next_free] = 1;
     }
   }
-  // Moved bytes within and across nodes, before and after (each at most the byte total).
-  std::int64_t before[2] = {0, 0};
-  std::int64_t after[2] = {0, 0};
-  const auto add = [&](std::int64_t* moved, std::int32_t from, std::int32_t to, std::int64_t b) {
-    if (from != to) {
-      moved[topo.node(from) == topo.node(to) ? 0 : 1] += b;
-    }
-  };
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    const std::int32_t src = packs[p].source_rank;
-    add(before, src, a[p].rank, packs[p].bytes);
-    add(after, src, rank_of_column[static_cast<std::size_t>(a[p].rank)], packs[p].bytes);
-  }
-  if (topo.weighted(after[0], after[1]) >= topo.weighted(before[0], before[1])) {
+  const auto before = detail::bytes_of(packs, topo, [&](std::size_t p) { return a[p].rank; });
+  const auto after = detail::bytes_of(packs, topo, [&](std::size_t p) {
+    return rank_of_column[static_cast<std::size_t>(a[p].rank)];
+  });
+  if (topo.weighted(after.intra, after.inter) >= topo.weighted(before.intra, before.inter)) {
     return a;
   }
   for (auto& c : a) {
