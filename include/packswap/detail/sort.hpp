@@ -243,11 +243,11 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
   std::copy(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n), data);
 }
 
-/// Working memory of `order_asc`, kept by callers that sort every step.
+/// Working memory of `order_asc`, kept by callers that sort every step: its word sort and
+/// `order_desc`'s share the buffers (one call uses one of them).
 struct order_asc_scratch {
-  std::vector<std::uint64_t> word, tmp;
+  order_scratch sort;
   std::vector<std::int64_t> flipped;
-  order_scratch wide;
 };
 
 /// Writes ids `0..n-1` into `ids`, ordered by `key` ascending, ties by id ascending. Keys must
@@ -277,14 +277,14 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
   }
   const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
   if (n < 1024 && id_bits < 63 && (range >> (63 - id_bits)) == 0) {
-    auto& word = ws.word;
+    auto& word = ws.sort.word;
     word.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       word[i] =
           ((static_cast<std::uint64_t>(key[i]) - static_cast<std::uint64_t>(kmin)) << id_bits) | i;
     }
     // Ascending words: descending by their negation (words < 2^63).
-    stable_sort_desc(word.data(), n, ws.tmp,
+    stable_sort_desc(word.data(), n, ws.sort.tmp,
                      [](std::uint64_t w) { return -static_cast<std::int64_t>(w); });
     const std::uint64_t id_mask = (std::uint64_t{1} << id_bits) - 1;
     for (std::size_t i = 0; i < n; ++i) {
@@ -296,7 +296,7 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
   for (std::size_t i = 0; i < n; ++i) {
     ws.flipped[i] = kmax - key[i];
   }
-  order_desc(ws.flipped, ids, ws.wide);
+  order_desc(ws.flipped, ids, ws.sort);
 }
 
 } // namespace packswap::detail
