@@ -153,7 +153,7 @@ TEST_CASE("order_asc lists ids by key ascending, ties by id") {
   // Key shapes: narrow (many ties), loads (a band above a large base), a range that fills the
   // 63-bit word with the id to the last bit, one more (the fallback), the whole range, equal.
   enum shape { narrow, loads, word_edge, past_edge, too_wide, equal };
-  detail::order_asc_scratch ws; // reused across calls, as the re-deal does
+  detail::order_scratch ws; // reused across calls, as the re-deal does
   std::vector<std::int32_t> got;
   for (const std::size_t n : {0, 1, 2, 47, 48, 370, 2049, 6000, 20000}) {
     int id_bits = 1;

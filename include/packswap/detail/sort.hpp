@@ -14,66 +14,59 @@ struct order_scratch {
   std::vector<std::uint32_t> count;
 };
 
-/// Writes ids `0..n-1` into `ids`, ordered by `key` descending, ties by id ascending. Keys must
-/// be >= 0. Reuses the memory of `ids` and `ws`.
+/// Bits needed for `v` (0 for 0).
+inline int bit_width_of(std::uint64_t v) {
+  int bits = 0;
+  while (bits < 64 && (v >> bits) != 0) {
+    ++bits;
+  }
+  return bits;
+}
+
+/// Bits that ids `0..n-1` need (at least 1).
+inline int id_bits_for(std::size_t n) {
+  int bits = 1;
+  while (bits < 63 && (std::uint64_t{1} << bits) < n) {
+    ++bits;
+  }
+  return bits;
+}
+
+/// Ids `0..n-1` into `ids` by `rel(i)` ascending, ties by id, where every `rel(i)` (an unsigned
+/// key, relative to the smallest) is below 2^key_bits and key_bits + id_bits_for(n) <= 64.
 ///
-/// Each id and its inverted key are packed into one 64-bit word and the words radix-sorted (LSD)
-/// on the key bits alone: the words start in id order and every pass is stable, so equal keys
-/// stay in id order without passes over the id bits. Digits of 11 bits (up to 16 for large
-/// inputs, fewer passes), skipping digits all words share: costs rarely need more than two
-/// passes. Falls back to a stable comparison sort when key and id do not fit one word together.
-inline void order_desc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
-                       order_scratch& ws) {
-  const std::size_t n = key.size();
+/// Each id and its key share one 64-bit word, radix-sorted (LSD) on the key bits alone: the
+/// words start in id order and every pass is stable, so equal keys stay in id order without
+/// passes over the id bits. Digits of 11 bits (up to 16 for large inputs, fewer passes),
+/// skipping digits all words share: keys rarely need more than two passes.
+template <class Rel>
+void radix_order(std::size_t n, int key_bits, Rel rel, std::vector<std::int32_t>& ids,
+                 order_scratch& ws) {
+  const int id_bits = id_bits_for(n);
   ids.resize(n);
-  std::int64_t kmax = 0;
-  std::int64_t kmin = n == 0 ? 0 : key[0];
-  for (const auto k : key) {
-    kmax = std::max(kmax, k);
-    kmin = std::min(kmin, k);
+  int bits = 11; // keeps the counts in L1
+  if (n >= 65536 && key_bits > 0) {
+    const int wide = (key_bits + 15) / 16; // wider digits for large inputs save a pass
+    bits = (key_bits + wide - 1) / wide;
   }
-  int id_bits = 1;
-  while (id_bits < 63 && (std::uint64_t{1} << id_bits) < n) {
-    ++id_bits;
-  }
-  // Bits of kmax - key, which is what the words hold.
-  const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
-  int key_bits = 0;
-  while (key_bits < 64 && (range >> key_bits) != 0) {
-    ++key_bits;
-  }
-  if (n < 256 || key_bits + id_bits > 64) {
-    for (std::size_t i = 0; i < n; ++i) {
-      ids[i] = static_cast<std::int32_t>(i);
-    }
-    std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
-      return key[static_cast<std::size_t>(a)] > key[static_cast<std::size_t>(b)];
-    });
-    return;
-  }
-  // Ascending (kmax - key, id) == descending key, ties by ascending id.
+  const int passes = (key_bits + bits - 1) / bits;
+  const std::size_t buckets = std::size_t{1} << bits;
+  const std::uint64_t mask = buckets - 1;
   auto& word = ws.word;
   word.resize(n);
   std::uint64_t all_or = 0;
   std::uint64_t all_and = ~std::uint64_t{0};
   for (std::size_t i = 0; i < n; ++i) {
-    word[i] = ((static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(key[i])) << id_bits) |
-              static_cast<std::uint64_t>(i);
+    word[i] = (rel(i) << id_bits) | static_cast<std::uint64_t>(i);
     all_or |= word[i];
     all_and &= word[i];
   }
   auto& tmp = ws.tmp;
   tmp.resize(n);
-  // Digit width: 11 bits keeps the counts in L1; for large inputs, wider digits save a pass.
-  int bits = 11;
-  if (n >= 65536 && key_bits > 0) {
-    const int passes = (key_bits + 15) / 16;
-    bits = (key_bits + passes - 1) / passes;
-  }
-  const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
   auto& count = ws.count;
-  count.resize(std::size_t{1} << bits);
-  for (int shift = id_bits; shift < id_bits + key_bits; shift += bits) {
+  count.resize(buckets);
+  for (int d = 0; d < passes; ++d) {
+    const int shift = id_bits + d * bits;
     if ((((all_or ^ all_and) >> shift) & mask) == 0) {
       continue; // every word has the same digit here
     }
@@ -96,6 +89,38 @@ inline void order_desc(span<const std::int64_t> key, std::vector<std::int32_t>& 
   for (std::size_t i = 0; i < n; ++i) {
     ids[i] = static_cast<std::int32_t>(word[i] & id_mask);
   }
+}
+
+/// Writes ids `0..n-1` into `ids`, ordered by `key` descending, ties by id ascending. Keys must
+/// be >= 0. Reuses the memory of `ids` and `ws`.
+///
+/// `radix_order` on (largest key - key); a stable comparison sort below 256 keys or when key
+/// and id do not fit one word together.
+inline void order_desc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
+                       order_scratch& ws) {
+  const std::size_t n = key.size();
+  std::int64_t kmax = 0;
+  std::int64_t kmin = n == 0 ? 0 : key[0];
+  for (const auto k : key) {
+    kmax = std::max(kmax, k);
+    kmin = std::min(kmin, k);
+  }
+  const int key_bits =
+      bit_width_of(static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin));
+  if (n < 256 || key_bits + id_bits_for(n) > 64) {
+    ids.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ids[i] = static_cast<std::int32_t>(i);
+    }
+    std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
+      return key[static_cast<std::size_t>(a)] > key[static_cast<std::size_t>(b)];
+    });
+    return;
+  }
+  const auto top = static_cast<std::uint64_t>(kmax);
+  radix_order(
+      n, key_bits, [&](std::size_t i) { return top - static_cast<std::uint64_t>(key[i]); }, ids,
+      ws);
 }
 
 /// Ids `0..n-1` ordered by `key` descending, ties by id ascending. Keys must be >= 0.
@@ -243,23 +268,16 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
   std::copy(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n), data);
 }
 
-/// Working memory of `order_asc`, kept by callers that sort every step: its word sort and
-/// `order_desc`'s share the buffers (one call uses one of them).
-struct order_asc_scratch {
-  order_scratch sort;
-  std::vector<std::int64_t> flipped;
-};
-
 /// Writes ids `0..n-1` into `ids`, ordered by `key` ascending, ties by id ascending. Keys must
 /// be >= 0. Reuses the memory of `ids` and `ws`.
 ///
 /// Below 1,024 keys, each key (less the smallest) and its id share one word when they fit in 63
 /// bits, so the words are distinct, need no tie-break and sort as plain integers
 /// (`stable_sort_desc` on their negation: one bucket pass and an insertion pass, whose
-/// mispredicted branches grow with the count); more keys, or wider ones, go through
-/// `order_desc`'s radix sort on (largest key - key).
+/// mispredicted branches grow with the count); more keys go through `radix_order` on (key -
+/// smallest key); keys too wide for either, through a stable comparison sort.
 inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
-                      order_asc_scratch& ws) {
+                      order_scratch& ws) {
   const std::size_t n = key.size();
   ids.resize(n);
   if (n == 0) {
@@ -271,20 +289,17 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
     kmin = std::min(kmin, k);
     kmax = std::max(kmax, k);
   }
-  int id_bits = 1;
-  while ((std::size_t{1} << id_bits) < n) {
-    ++id_bits;
-  }
+  const int id_bits = id_bits_for(n);
   const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
+  const auto base = static_cast<std::uint64_t>(kmin);
   if (n < 1024 && id_bits < 63 && (range >> (63 - id_bits)) == 0) {
-    auto& word = ws.sort.word;
+    auto& word = ws.word;
     word.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      word[i] =
-          ((static_cast<std::uint64_t>(key[i]) - static_cast<std::uint64_t>(kmin)) << id_bits) | i;
+      word[i] = ((static_cast<std::uint64_t>(key[i]) - base) << id_bits) | i;
     }
     // Ascending words: descending by their negation (words < 2^63).
-    stable_sort_desc(word.data(), n, ws.sort.tmp,
+    stable_sort_desc(word.data(), n, ws.tmp,
                      [](std::uint64_t w) { return -static_cast<std::int64_t>(w); });
     const std::uint64_t id_mask = (std::uint64_t{1} << id_bits) - 1;
     for (std::size_t i = 0; i < n; ++i) {
@@ -292,11 +307,18 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
     }
     return;
   }
-  ws.flipped.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    ws.flipped[i] = kmax - key[i];
+  const int key_bits = bit_width_of(range);
+  if (key_bits + id_bits > 64) {
+    for (std::size_t i = 0; i < n; ++i) {
+      ids[i] = static_cast<std::int32_t>(i);
+    }
+    std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
+      return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)];
+    });
+    return;
   }
-  order_desc(ws.flipped, ids, ws.sort);
+  radix_order(
+      n, key_bits, [&](std::size_t i) { return static_cast<std::uint64_t>(key[i]) - base; }, ids,
+      ws);
 }
-
 } // namespace packswap::detail

@@ -1348,7 +1348,7 @@ class home_first {
   std::vector<std::uint64_t> unlocked_place_; // and places, see collect_unlocked()
   std::vector<std::int64_t> redeal_keys_;     // see sort_places()
   std::vector<std::int32_t> redeal_from_;
-  order_asc_scratch redeal_sort_;
+  order_scratch redeal_sort_;
   std::vector<std::uint64_t> redeal_moved_;
   std::vector<std::int32_t> fresh_unlocked_; // see redeal_rounds()
   std::vector<char> locked_;                 // pinned home packs the re-deal leaves alone
@@ -1374,7 +1374,7 @@ class home_first {
   std::vector<std::int64_t> expected_;
   std::vector<std::int32_t> eligible_rank_, deal_order_, scratch_room_;
   std::vector<std::int64_t> eligible_load_;
-  order_asc_scratch fill_sort_;
+  order_scratch fill_sort_;
 };
 
 } // namespace packswap::detail
