@@ -46,7 +46,8 @@ namespace detail {
 struct solve_workspace {
   std::vector<std::int64_t> costs;
   std::vector<std::int32_t> order;
-  std::vector<std::int64_t> loads, recv;
+  std::vector<std::int64_t> table, recv; // cell loads (mbs > 1), received bytes
+  load_profile loads;
   order_scratch sort;
   balance_scratch balance;
   refine_scratch refine;
@@ -89,9 +90,9 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
     a = balance_policy(costs, s, opt.mode);
     validate_assignment(a, s);
   }
-  cell_loads(costs, a, s, ws.loads);
-  out.stage1_a = step_time_a(ws.loads, s);
-  out.stage1_b = step_time_b(ws.loads, s);
+  profile_loads(costs, a, s, ws.loads, ws.table);
+  out.stage1_a = ws.loads.a();
+  out.stage1_b = ws.loads.b();
   if (opt.refine) {
     const refine_options ropt{opt.mode, opt.eps, opt.topology};
     if constexpr (std::is_same_v<Refiner, refiner>) {
@@ -107,9 +108,9 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
   order_steps(packs, s, a, ws.recv);
   out.plan = opt.plan_rank < 0 ? build_plan(packs, s, a, 0, s.dp)
                                : build_plan(packs, s, a, opt.plan_rank, opt.plan_rank + 1);
-  cell_loads(costs, a, s, ws.loads);
-  out.balance.a = step_time_a(ws.loads, s);
-  out.balance.b = step_time_b(ws.loads, s);
+  profile_loads(costs, a, s, ws.loads, ws.table);
+  out.balance.a = ws.loads.a();
+  out.balance.b = ws.loads.b();
   lower_bounds(costs, order, s, out.balance);
   out.movement = movement_of(packs, a, s.dp, opt.topology, opt.count_peers);
 }

@@ -1,7 +1,12 @@
 #include <packswap/balance/metrics.hpp>
 
+#include <packswap/balance/balance.hpp>
+
 #include <doctest/doctest.h>
 
+#include "batches.hpp"
+
+#include <algorithm>
 #include <vector>
 
 using namespace packswap;
@@ -38,4 +43,40 @@ TEST_CASE("an assignment mixing heavy packs into one micro-step pays for it in A
   CHECK(measure_balance(costs, mixed, s).a == 20);
   CHECK(measure_balance(costs, grouped, s).a == 11);
   CHECK(measure_balance(costs, grouped, s).lb_a == 11);
+}
+
+TEST_CASE("the load profile holds the cell loads' micro-step maxima and rank totals") {
+  // With one pack per cell it is built from the packs alone; compared here with the table of
+  // cell loads it replaces, for every mix (zero costs and ties included) and mbs 1 to 3.
+  prng rng(11);
+  detail::load_profile got;
+  std::vector<std::int64_t> table;
+  for (int trial = 0; trial < 600; ++trial) {
+    const auto s = test::random_shape(rng, 12, 6, 3);
+    const auto m = test::all_mixes[static_cast<std::size_t>(trial) % std::size(test::all_mixes)];
+    const auto costs = test::costs_of(test::random_batch(s, rng(), m));
+    // Stage 1's answer, and a scrambled one (any valid assignment will do).
+    assignment a = balance(costs, s);
+    for (std::size_t i = a.size(); i > 1; --i) {
+      std::swap(a[i - 1],
+                a[static_cast<std::size_t>(rng.uniform(0, static_cast<std::int64_t>(i) - 1))]);
+    }
+    const auto loads = cell_loads(costs, a, s);
+    detail::profile_loads(costs, a, s, got, table);
+    std::vector<std::int64_t> step_max(static_cast<std::size_t>(s.ga), 0);
+    std::vector<std::int64_t> rank_sum(static_cast<std::size_t>(s.dp), 0);
+    for (std::size_t r = 0; r < rank_sum.size(); ++r) {
+      for (std::size_t k = 0; k < step_max.size(); ++k) {
+        step_max[k] = std::max(step_max[k], loads[r * step_max.size() + k]);
+        rank_sum[r] += loads[r * step_max.size() + k];
+      }
+    }
+    CAPTURE(s.dp);
+    CAPTURE(s.ga);
+    CAPTURE(s.mbs);
+    CHECK(got.step_max == step_max);
+    CHECK(got.rank_sum == rank_sum);
+    CHECK(got.a() == step_time_a(loads, s));
+    CHECK(got.b() == step_time_b(loads, s));
+  }
 }

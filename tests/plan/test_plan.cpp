@@ -110,6 +110,49 @@ TEST_CASE("micro-step 0 is the one with the cheapest exchange, and A and B stay"
   }
 }
 
+TEST_CASE("micro-step 0 is chosen by the largest per-rank receive, then the total, then index") {
+  // A reference built on the table of received bytes per cell, against order_micro_steps, which
+  // needs no table when mbs = 1: random batches, zero-byte packs and all-equal sizes included.
+  prng rng(8);
+  for (int trial = 0; trial < 600; ++trial) {
+    const auto s = test::random_shape(rng, 12, 6, 3);
+    const auto m = test::all_mixes[static_cast<std::size_t>(trial) % std::size(test::all_mixes)];
+    const auto packs = test::random_batch(s, rng(), m, trial % 2 == 0);
+    const auto a = balance(test::costs_of(packs), s);
+    const auto ga = static_cast<std::size_t>(s.ga);
+    std::vector<std::int64_t> recv(static_cast<std::size_t>(s.cells()), 0);
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      if (packs[p].source_rank != a[p].rank) {
+        recv[static_cast<std::size_t>(a[p].rank) * ga +
+             static_cast<std::size_t>(a[p].micro_step)] += packs[p].bytes;
+      }
+    }
+    std::int32_t best = 0;
+    std::pair<std::int64_t, std::int64_t> best_key{0, 0};
+    for (std::size_t k = 0; k < ga; ++k) {
+      std::pair<std::int64_t, std::int64_t> key{0, 0};
+      for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
+        key.first = std::max(key.first, recv[r * ga + k]);
+        key.second += recv[r * ga + k];
+      }
+      if (k == 0 || key < best_key) {
+        best = static_cast<std::int32_t>(k);
+        best_key = key;
+      }
+    }
+    assignment want = a;
+    for (auto& c : want) {
+      c.micro_step = c.micro_step == best  ? 0
+                     : c.micro_step < best ? c.micro_step + 1
+                                           : c.micro_step;
+    }
+    CAPTURE(s.dp);
+    CAPTURE(s.ga);
+    CAPTURE(s.mbs);
+    CHECK(order_micro_steps(packs, s, a) == want);
+  }
+}
+
 TEST_CASE("the assignment digest tells different plans apart and equal ones together") {
   const assignment a{{0, 0}, {1, 0}};
   const assignment b{{1, 0}, {0, 0}};
@@ -120,8 +163,8 @@ TEST_CASE("the assignment digest tells different plans apart and equal ones toge
 TEST_CASE("a plan for a rank outside the batch is refused, naming the rank") {
   const std::vector<pack_meta> packs{{1, 10, 0}, {1, 10, 1}};
   const assignment a{{0, 0}, {1, 0}};
-  CHECK_THROWS_WITH_AS(make_plan(packs, {2, 1, 1}, a, 2), doctest::Contains("rank 2 is outside dp=2"),
-                       error);
+  CHECK_THROWS_WITH_AS(make_plan(packs, {2, 1, 1}, a, 2),
+                       doctest::Contains("rank 2 is outside dp=2"), error);
   CHECK_THROWS_WITH_AS(make_plan(packs, {2, 1, 1}, a, -1), doctest::Contains("rank -1 is outside"),
                        error);
 }

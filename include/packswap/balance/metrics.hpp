@@ -62,6 +62,60 @@ inline std::int64_t step_time_b(span<const std::int64_t> loads, const shape& s) 
   return worst;
 }
 
+namespace detail {
+
+/// What A, B and stage 2 read of the cell loads: each micro-step's largest cell load (over
+/// ranks) and each rank's total. A = the sum of `step_max`, B = the largest `rank_sum`.
+struct load_profile {
+  std::vector<std::int64_t> step_max; ///< per micro-step m: max over ranks of loads[r * ga + m]
+  std::vector<std::int64_t> rank_sum; ///< per rank r: sum over m of loads[r * ga + m]
+
+  std::int64_t a() const {
+    std::int64_t total = 0;
+    for (const auto v : step_max) {
+      total += v;
+    }
+    return total;
+  }
+  std::int64_t b() const {
+    std::int64_t worst = 0;
+    for (const auto v : rank_sum) {
+      worst = std::max(worst, v);
+    }
+    return worst;
+  }
+};
+
+/// The load profile of assignment `a` for `costs` into `out`, reusing its memory; `table` is
+/// working memory. With one pack per cell (mbs = 1) a cell's load is its pack's cost, so the
+/// micro-step maxima come from the packs directly and no table of dp * ga cell loads is built:
+/// at scale the table's updates at random cells cost more than the rest of the pass. Requires a
+/// valid assignment; same A and B as `step_time_a` / `step_time_b` of `cell_loads`.
+inline void profile_loads(span<const std::int64_t> costs, const assignment& a, const shape& s,
+                          load_profile& out, std::vector<std::int64_t>& table) {
+  const auto ga = static_cast<std::size_t>(s.ga);
+  const auto dp = static_cast<std::size_t>(s.dp);
+  out.step_max.assign(ga, 0);
+  out.rank_sum.assign(dp, 0);
+  if (s.mbs == 1) {
+    for (std::size_t p = 0; p < a.size(); ++p) {
+      auto& top = out.step_max[static_cast<std::size_t>(a[p].micro_step)];
+      top = std::max(top, costs[p]);
+      out.rank_sum[static_cast<std::size_t>(a[p].rank)] += costs[p];
+    }
+    return;
+  }
+  cell_loads(costs, a, s, table);
+  for (std::size_t r = 0; r < dp; ++r) {
+    for (std::size_t m = 0; m < ga; ++m) {
+      out.step_max[m] = std::max(out.step_max[m], table[r * ga + m]);
+      out.rank_sum[r] += table[r * ga + m];
+    }
+  }
+}
+
+} // namespace detail
+
 /// LB_A: costs sorted descending, cut into `ga` groups of `dp * mbs`, the groups' maxima summed
 /// (the optimum of A when mbs = 1); for mbs > 1 also at least ceil(total / dp). `sorted_desc`
 /// must hold all costs in descending order.

@@ -308,24 +308,41 @@ namespace detail {
 inline void order_steps(span<const pack_meta> packs, const shape& s, assignment& a,
                         std::vector<std::int64_t>& recv) {
   const auto ga = static_cast<std::size_t>(s.ga);
-  recv.assign(static_cast<std::size_t>(s.cells()), 0);
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    if (packs[p].source_rank != a[p].rank) {
-      recv[static_cast<std::size_t>(a[p].rank) * ga + static_cast<std::size_t>(a[p].micro_step)] +=
-          packs[p].bytes;
+  // Per micro-step: the most bytes one rank receives, and all ranks together. With one pack per
+  // cell (mbs = 1) a rank's bytes in a micro-step are that pack's, so no table of dp * ga cells
+  // is needed (its updates at random cells cost more than the rest of the pass at scale).
+  recv.assign(2 * ga + (s.mbs == 1 ? 0 : static_cast<std::size_t>(s.cells())), 0);
+  std::int64_t* step_max = recv.data();
+  std::int64_t* step_sum = step_max + ga;
+  if (s.mbs == 1) {
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      if (packs[p].source_rank != a[p].rank) {
+        const auto m = static_cast<std::size_t>(a[p].micro_step);
+        step_max[m] = std::max(step_max[m], packs[p].bytes);
+        step_sum[m] += packs[p].bytes;
+      }
+    }
+  } else {
+    std::int64_t* cells = step_sum + ga;
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      if (packs[p].source_rank != a[p].rank) {
+        cells[static_cast<std::size_t>(a[p].rank) * ga +
+              static_cast<std::size_t>(a[p].micro_step)] += packs[p].bytes;
+      }
+    }
+    for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
+      for (std::size_t m = 0; m < ga; ++m) {
+        step_max[m] = std::max(step_max[m], cells[r * ga + m]);
+        step_sum[m] += cells[r * ga + m];
+      }
     }
   }
   std::int32_t best = 0;
   std::int64_t best_max = 0;
   std::int64_t best_sum = 0;
   for (std::int32_t m = 0; m < s.ga; ++m) {
-    std::int64_t mx = 0;
-    std::int64_t sum = 0;
-    for (std::int32_t r = 0; r < s.dp; ++r) {
-      const auto v = recv[static_cast<std::size_t>(r) * ga + static_cast<std::size_t>(m)];
-      mx = std::max(mx, v);
-      sum += v;
-    }
+    const std::int64_t mx = step_max[m];
+    const std::int64_t sum = step_sum[m];
     if (m == 0 || mx < best_max || (mx == best_max && sum < best_sum)) {
       best = m;
       best_max = mx;

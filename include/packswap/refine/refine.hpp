@@ -83,23 +83,20 @@ struct refine_scratch {
   std::vector<std::size_t> used;
 };
 
-// Stage 2 given `order` (pack ids by cost descending) and stage 1's cell loads, into `a`, which
-// holds stage 1 on entry. No validation.
+// Stage 2 given `order` (pack ids by cost descending) and stage 1's load profile, into `a`,
+// which holds stage 1 on entry. No validation.
 inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
-                          const shape& s, assignment& a, span<const std::int64_t> loads,
+                          const shape& s, assignment& a, const load_profile& stage1_loads,
                           const refine_options& opt, refine_scratch& ws) {
   const std::int64_t ppm = eps_ppm(opt.eps);
-  const std::int64_t limit = relax(step_time_b(loads, s), ppm);
+  const std::int64_t limit = relax(stage1_loads.b(), ppm);
   // Micro-step maxima of stage 1: keeping every cell under its micro-step's cap keeps A (in
   // per_step mode A may grow by eps too, so the caps do).
   auto& caps = ws.caps;
-  caps.assign(static_cast<std::size_t>(s.ga), 0);
+  caps.assign(stage1_loads.step_max.begin(), stage1_loads.step_max.end());
   std::int64_t total_cost = 0;
-  for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
-    for (std::size_t m = 0; m < static_cast<std::size_t>(s.ga); ++m) {
-      caps[m] = std::max(caps[m], loads[r * static_cast<std::size_t>(s.ga) + m]);
-      total_cost += loads[r * static_cast<std::size_t>(s.ga) + m];
-    }
+  for (const auto v : stage1_loads.rank_sum) {
+    total_cost += v;
   }
   const byte_totals stage1 =
       bytes_of(packs, opt.topology, [&](std::size_t p) { return a[p].rank; });
@@ -145,10 +142,10 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
 // Stage 2 given `order` and stage 1's cell loads, allocating its result and working memory.
 inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
                                 const shape& s, const assignment& stage1,
-                                span<const std::int64_t> loads, const refine_options& opt) {
+                                const load_profile& stage1_loads, const refine_options& opt) {
   assignment a = stage1;
   refine_scratch ws;
-  refine_sorted(packs, order, s, a, loads, opt, ws);
+  refine_sorted(packs, order, s, a, stage1_loads, opt, ws);
   return a;
 }
 
@@ -179,7 +176,9 @@ class refiner {
       costs[p] = packs[p].cost;
     }
     const auto order = detail::order_desc(costs);
-    const auto loads = cell_loads(costs, stage1, s);
+    detail::load_profile loads;
+    std::vector<std::int64_t> table;
+    detail::profile_loads(costs, stage1, s, loads, table);
     return detail::refine_sorted(packs, order, s, stage1, loads, opt);
   }
 };
