@@ -139,7 +139,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   a = relabel_ranks(packs, s, std::move(a), opt.topology);
 }
 
-// Stage 2 given `order` and stage 1's cell loads, allocating its result and working memory.
+// Stage 2 given `order` and stage 1's load profile, allocating its result and working memory.
 inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
                                 const shape& s, const assignment& stage1,
                                 const load_profile& stage1_loads, const refine_options& opt) {
