@@ -76,7 +76,11 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> ms(fns.size());
   std::vector<long> faults(fns.size(), 0);
   for (int r = 0; r < rounds; ++r) {
-    for (std::size_t k = 0; k < fns.size(); ++k) {
+    // Forward in even rounds, backward in odd ones: whichever runs second in a round pays for
+    // what the first left in the caches (about 5% at 262,144 packs when the same revision runs
+    // twice in a fixed order).
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      const std::size_t k = r % 2 == 0 ? i : fns.size() - 1 - i;
       const long f0 = minor_faults();
       const auto t0 = std::chrono::steady_clock::now();
       const std::int64_t out = call(k);
