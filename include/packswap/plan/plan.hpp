@@ -201,9 +201,16 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   std::size_t computed = 0;
   std::size_t sends = 0;
   std::size_t receives = 0;
+  // A plan for some ranks only (a rank's own, typically) lists the few packs it involves, so the
+  // second pass visits those instead of the whole batch.
+  const bool every_rank = first_rank == 0 && last_rank == s.dp;
+  std::vector<std::int32_t> involved;
   for (std::size_t p = 0; p < n; ++p) {
     const std::int32_t to = a[p].rank;
     const std::int32_t from = packs[p].source_rank;
+    if (!every_rank && (held(to) || (from != to && held(from)))) {
+      involved.push_back(static_cast<std::int32_t>(p));
+    }
     if (held(to)) {
       ++out.compute_off_[local(to, a[p].micro_step)];
       ++computed;
@@ -236,7 +243,9 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   {
     std::vector<std::int64_t> c_pos(out.compute_off_.begin(), out.compute_off_.end() - 1);
     std::vector<std::int64_t> k_pos(out.keep_off_.begin(), out.keep_off_.end() - 1);
-    for (std::size_t p = 0; p < n; ++p) {
+    const std::size_t visits = every_rank ? n : involved.size();
+    for (std::size_t v = 0; v < visits; ++v) {
+      const std::size_t p = every_rank ? v : static_cast<std::size_t>(involved[v]);
       const auto id = static_cast<std::int32_t>(p);
       const std::int32_t to = a[p].rank;
       const std::int32_t from = packs[p].source_rank;
