@@ -46,7 +46,7 @@ namespace detail {
 struct solve_workspace {
   std::vector<std::int64_t> costs;
   std::vector<std::int32_t> order;
-  std::vector<std::int64_t> table, recv; // cell loads (mbs > 1), received bytes
+  std::vector<std::int64_t> table, recv; // cells (mbs > 1), per-step receives
   load_profile loads;
   order_scratch sort;
   balance_scratch balance;
@@ -105,7 +105,7 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
       validate_assignment(a, s);
     }
   }
-  order_steps(packs, s, a, ws.recv);
+  order_steps(packs, s, a, ws.recv, ws.table);
   out.plan = opt.plan_rank < 0 ? build_plan(packs, s, a, 0, s.dp)
                                : build_plan(packs, s, a, opt.plan_rank, opt.plan_rank + 1);
   profile_loads(costs, a, s, ws.loads, ws.table);

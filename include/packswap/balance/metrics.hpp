@@ -87,31 +87,18 @@ struct load_profile {
 };
 
 /// The load profile of assignment `a` for `costs` into `out`, reusing its memory; `table` is
-/// working memory. With one pack per cell (mbs = 1) a cell's load is its pack's cost, so the
-/// micro-step maxima come from the packs directly and no table of dp * ga cell loads is built:
-/// at scale the table's updates at random cells cost more than the rest of the pass. Requires a
-/// valid assignment; same A and B as `step_time_a` / `step_time_b` of `cell_loads`.
+/// working memory (`step_maxima`, which builds no table of dp * ga cell loads when mbs = 1).
+/// Requires a valid assignment; same A and B as `step_time_a` / `step_time_b` of `cell_loads`.
 inline void profile_loads(span<const std::int64_t> costs, const assignment& a, const shape& s,
                           load_profile& out, std::vector<std::int64_t>& table) {
-  const auto ga = static_cast<std::size_t>(s.ga);
-  const auto dp = static_cast<std::size_t>(s.dp);
-  out.step_max.assign(ga, 0);
-  out.rank_sum.assign(dp, 0);
-  if (s.mbs == 1) {
-    for (std::size_t p = 0; p < a.size(); ++p) {
-      auto& top = out.step_max[static_cast<std::size_t>(a[p].micro_step)];
-      top = std::max(top, costs[p]);
-      out.rank_sum[static_cast<std::size_t>(a[p].rank)] += costs[p];
-    }
-    return;
-  }
-  cell_loads(costs, a, s, table);
-  for (std::size_t r = 0; r < dp; ++r) {
-    for (std::size_t m = 0; m < ga; ++m) {
-      out.step_max[m] = std::max(out.step_max[m], table[r * ga + m]);
-      out.rank_sum[r] += table[r * ga + m];
-    }
-  }
+  out.step_max.resize(static_cast<std::size_t>(s.ga));
+  out.rank_sum.assign(static_cast<std::size_t>(s.dp), 0);
+  step_maxima(
+      a, s, [&](std::size_t p) { return costs[p]; },
+      [&](std::size_t p, std::int64_t v) {
+        out.rank_sum[static_cast<std::size_t>(a[p].rank)] += v;
+      },
+      out.step_max.data(), table);
 }
 
 } // namespace detail

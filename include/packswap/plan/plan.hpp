@@ -315,37 +315,18 @@ namespace detail {
 
 // order_micro_steps without validation, in place; `recv` is working memory.
 inline void order_steps(span<const pack_meta> packs, const shape& s, assignment& a,
-                        std::vector<std::int64_t>& recv) {
+                        std::vector<std::int64_t>& recv, std::vector<std::int64_t>& table) {
   const auto ga = static_cast<std::size_t>(s.ga);
-  // Per micro-step: the most bytes one rank receives, and all ranks together. With one pack per
-  // cell (mbs = 1) a rank's bytes in a micro-step are that pack's, so no table of dp * ga cells
-  // is needed (its updates at random cells cost more than the rest of the pass at scale).
-  recv.assign(2 * ga + (s.mbs == 1 ? 0 : static_cast<std::size_t>(s.cells())), 0);
+  // Per micro-step: the most bytes one rank receives, and all ranks together.
+  recv.assign(2 * ga, 0);
   std::int64_t* step_max = recv.data();
   std::int64_t* step_sum = step_max + ga;
-  if (s.mbs == 1) {
-    for (std::size_t p = 0; p < packs.size(); ++p) {
-      if (packs[p].source_rank != a[p].rank) {
-        const auto m = static_cast<std::size_t>(a[p].micro_step);
-        step_max[m] = std::max(step_max[m], packs[p].bytes);
-        step_sum[m] += packs[p].bytes;
-      }
-    }
-  } else {
-    std::int64_t* cells = step_sum + ga;
-    for (std::size_t p = 0; p < packs.size(); ++p) {
-      if (packs[p].source_rank != a[p].rank) {
-        cells[static_cast<std::size_t>(a[p].rank) * ga +
-              static_cast<std::size_t>(a[p].micro_step)] += packs[p].bytes;
-      }
-    }
-    for (std::size_t r = 0; r < static_cast<std::size_t>(s.dp); ++r) {
-      for (std::size_t m = 0; m < ga; ++m) {
-        step_max[m] = std::max(step_max[m], cells[r * ga + m]);
-        step_sum[m] += cells[r * ga + m];
-      }
-    }
-  }
+  step_maxima(
+      a, s, [&](std::size_t p) { return packs[p].source_rank != a[p].rank ? packs[p].bytes : 0; },
+      [&](std::size_t p, std::int64_t v) {
+        step_sum[static_cast<std::size_t>(a[p].micro_step)] += v;
+      },
+      step_max, table);
   std::int32_t best = 0;
   std::int64_t best_max = 0;
   std::int64_t best_sum = 0;
@@ -370,7 +351,8 @@ inline void order_steps(span<const pack_meta> packs, const shape& s, assignment&
 // order_micro_steps without validation.
 inline assignment order_steps(span<const pack_meta> packs, const shape& s, assignment a) {
   std::vector<std::int64_t> recv;
-  order_steps(packs, s, a, recv);
+  std::vector<std::int64_t> table;
+  order_steps(packs, s, a, recv, table);
   return a;
 }
 
