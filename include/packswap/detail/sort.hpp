@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace packswap::detail {
@@ -30,6 +31,19 @@ inline int id_bits_for(std::size_t n) {
     ++bits;
   }
   return bits;
+}
+
+/// Ids `0..n-1` into `ids` ordered by `before(key[a], key[b])`, ties by id: the comparison-sort
+/// fallback of `order_desc` and `order_asc`.
+template <class Before>
+void stable_order(span<const std::int64_t> key, std::vector<std::int32_t>& ids, Before before) {
+  ids.resize(key.size());
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    ids[i] = static_cast<std::int32_t>(i);
+  }
+  std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
+    return before(key[static_cast<std::size_t>(a)], key[static_cast<std::size_t>(b)]);
+  });
 }
 
 /// Ids `0..n-1` into `ids` by `rel(i)` ascending, ties by id, where every `rel(i)` (an unsigned
@@ -108,13 +122,7 @@ inline void order_desc(span<const std::int64_t> key, std::vector<std::int32_t>& 
   const int key_bits =
       bit_width_of(static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin));
   if (n < 256 || key_bits + id_bits_for(n) > 64) {
-    ids.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      ids[i] = static_cast<std::int32_t>(i);
-    }
-    std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
-      return key[static_cast<std::size_t>(a)] > key[static_cast<std::size_t>(b)];
-    });
+    stable_order(key, ids, std::greater<>());
     return;
   }
   const auto top = static_cast<std::uint64_t>(kmax);
@@ -309,12 +317,7 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
   }
   const int key_bits = bit_width_of(range);
   if (key_bits + id_bits > 64) {
-    for (std::size_t i = 0; i < n; ++i) {
-      ids[i] = static_cast<std::int32_t>(i);
-    }
-    std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
-      return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)];
-    });
+    stable_order(key, ids, std::less<>());
     return;
   }
   radix_order(
