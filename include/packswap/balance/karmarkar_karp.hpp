@@ -34,6 +34,7 @@ class karmarkar_karp {
     k_ = static_cast<std::size_t>(k);
     const std::size_t n = chunks.size();
     const std::size_t states = k_ == 0 ? 0 : n / k_;
+    chunks_ = states;
     next_.assign(value.size(), -1);
     sets_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -63,13 +64,28 @@ class karmarkar_karp {
     final_ = heap_.empty() ? 0 : static_cast<std::size_t>(-heap_.front().second);
   }
 
-  /// Calls `f(id, set)` for every item of the chunks, set by set.
+  /// Calls `f(id, set)` for every item of the chunks. Each set's items form a list; the lists
+  /// of up to `walk_width` sets are walked side by side, so their loads are in flight together
+  /// rather than one after the other (at 262,144 items, one list at a time spent most of its
+  /// time waiting on memory).
   template <class F>
   void for_each(F&& f) const {
-    for (std::size_t j = 0; j < k_; ++j) {
-      for (auto id = sets_[final_ * k_ + j].head; id >= 0;
-           id = next_[static_cast<std::size_t>(id)]) {
-        f(id, static_cast<std::int32_t>(j));
+    if (chunks_ == 0) {
+      return;
+    }
+    const set* last = sets_.data() + final_ * k_;
+    for (std::size_t first = 0; first < k_; first += walk_width) {
+      const std::size_t width = std::min(walk_width, k_ - first);
+      std::int32_t at[walk_width];
+      for (std::size_t j = 0; j < width; ++j) {
+        at[j] = last[first + j].head;
+      }
+      // Every set holds one item of each chunk: each list is `chunks_` long.
+      for (std::size_t step = 0; step < chunks_; ++step) {
+        for (std::size_t j = 0; j < width; ++j) {
+          f(at[j], static_cast<std::int32_t>(first + j));
+          at[j] = next_[static_cast<std::size_t>(at[j])];
+        }
       }
     }
   }
@@ -108,6 +124,9 @@ class karmarkar_karp {
     std::copy(scratch_.begin(), scratch_.end(), a);
   }
 
+  // Lists `for_each` walks side by side.
+  static constexpr std::size_t walk_width = 16;
+
   std::size_t k_ = 0;
   std::vector<std::int32_t> next_;
   std::vector<set> sets_;
@@ -115,6 +134,7 @@ class karmarkar_karp {
   std::vector<set> radix_scratch_;
   std::vector<std::pair<std::int64_t, std::int64_t>> heap_; // (spread, -state)
   std::size_t final_ = 0;
+  std::size_t chunks_ = 0;
 };
 
 } // namespace packswap::detail
