@@ -1160,20 +1160,26 @@ class home_first {
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
       bool changed = false;
       // In input order: batches list each rank's packs together, so consecutive packs share a
-      // home rank and its items stay in cache. The records of packs a few steps ahead are
-      // fetched early: input order is random in the internal numbering.
-      for (std::size_t next = 0; next < n_; ++next) {
-        if (next + prefetch_distance < n_) {
-          prefetch(&pk_[static_cast<std::size_t>(internal_id_[next + prefetch_distance])]);
+      // home rank and its items stay in cache. Only packs away from home now need a visit: no
+      // trade below sends a pack away from home (each moves packs that are away already, or
+      // brings one home), so those visited are those the full walk would not skip, and the
+      // records of the packs already home are never fetched.
+      list_away();
+      const std::size_t visits = away_.size();
+      // Records of packs a few steps ahead are fetched early: input order is random in the
+      // internal numbering.
+      for (std::size_t next = 0; next < visits; ++next) {
+        if (next + prefetch_distance < visits) {
+          prefetch(&pk_[static_cast<std::size_t>(away_[next + prefetch_distance])]);
         }
-        if (next + prefetch_distance / 2 < n_) {
+        if (next + prefetch_distance / 2 < visits) {
           // Fetched half the distance ago: its rank's state can be fetched now.
           const auto ahead = static_cast<std::size_t>(
-              pk_[static_cast<std::size_t>(internal_id_[next + prefetch_distance / 2])].rank);
+              pk_[static_cast<std::size_t>(away_[next + prefetch_distance / 2])].rank);
           prefetch(&load_[ahead]);
           prefetch(&full_[ahead * k_]);
         }
-        const auto p = static_cast<std::size_t>(internal_id_[next]);
+        const auto p = static_cast<std::size_t>(away_[next]);
         const auto r = static_cast<std::size_t>(pk_[p].rank);
         const std::size_t h = src(p);
         if (r == h) {
@@ -1281,6 +1287,23 @@ class home_first {
     }
   }
 
+  // away_: the packs away from home (internal ids) in input order. One pass over the records in
+  // their own order marks them by input id; one pass over the marks lists them.
+  void list_away() {
+    auto& mark = away_mark_;
+    mark.resize(n_);
+    for (std::size_t p = 0; p < n_; ++p) {
+      mark[static_cast<std::size_t>(input_id_[p])] = pk_[p].rank != pk_[p].home ? 1 : 0;
+    }
+    away_.resize(n_);
+    std::size_t m = 0;
+    for (std::size_t next = 0; next < n_; ++next) {
+      away_[m] = internal_id_[next]; // kept only if marked: no branch to mispredict
+      m += static_cast<std::size_t>(mark[next]);
+    }
+    away_.resize(m);
+  }
+
   // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1.
   void index_movable(std::size_t r, std::size_t skip) {
     movable_.assign(k_, -1);
@@ -1359,6 +1382,8 @@ class home_first {
   };
   std::vector<partner_pack> partner_; // a repair partner's packs, see repair_step
   std::vector<std::int64_t> movable_; // see index_movable
+  std::vector<std::int32_t> away_;    // see list_away
+  std::vector<char> away_mark_;
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   // A max-heap of (key, -rank) that keeps its memory when cleared.
   struct heap : std::priority_queue<std::pair<std::int64_t, std::int64_t>> {
