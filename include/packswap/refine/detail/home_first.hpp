@@ -519,22 +519,21 @@ class home_first {
   void fill() {
     // Unpinned packs by level, then cost descending, then id: the cost index walked from the
     // top (levels fall as costs rise).
+    // In the same pass, the sums behind the mean unpinned cost per level (levels with no
+    // unpinned pack borrow the overall mean).
     auto& pool = pool_;
     pool.clear();
-    for (std::size_t i = n_; i-- > 0;) {
-      if (pk_[static_cast<std::size_t>(by_cost(i))].rank < 0) {
-        pool.push_back(by_cost(i));
-      }
-    }
-    // Mean unpinned cost per level; levels with no unpinned pack borrow the overall mean.
     std::vector<std::int64_t> sum(k_, 0);
     std::vector<std::int64_t> count(k_, 0);
     std::int64_t all = 0;
-    for (const auto p : pool) {
-      sum[static_cast<std::size_t>(pk_[static_cast<std::size_t>(p)].level)] +=
-          pk_[static_cast<std::size_t>(p)].cost;
-      ++count[static_cast<std::size_t>(pk_[static_cast<std::size_t>(p)].level)];
-      all += pk_[static_cast<std::size_t>(p)].cost;
+    for (std::size_t i = n_; i-- > 0;) {
+      const auto& k = pk_[static_cast<std::size_t>(by_cost(i))];
+      if (k.rank < 0) {
+        pool.push_back(by_cost(i));
+        sum[static_cast<std::size_t>(k.level)] += k.cost;
+        ++count[static_cast<std::size_t>(k.level)];
+        all += k.cost;
+      }
     }
     const std::int64_t overall = pool.empty() ? 0 : all / static_cast<std::int64_t>(pool.size());
     std::vector<std::int64_t> mean(k_, overall);
@@ -545,24 +544,15 @@ class home_first {
     }
     // expected[r]: what rank r's free slots will add, one mean per missing level, scaled to its
     // free slot count where ties let ranks hold a level twice.
-    auto& expected = expected_;
-    expected.assign(dp_, 0);
-    for (std::size_t r = 0; r < dp_; ++r) {
-      std::int64_t missing = 0;
-      std::int64_t e = 0;
-      for (std::size_t l = 0; l < k_; ++l) {
-        if (cnt_[r * k_ + l] == 0) {
-          ++missing;
-          e += mean[l];
-        }
-      }
-      const auto free_slots = static_cast<std::int64_t>(k_ - used_[r]);
-      expected[r] = missing == 0 ? free_slots * overall : e / missing * free_slots;
-    }
+    //
     // Rank r can take a pack of level l iff room(j) = j + 1 - (packs of level <= j) >= 1 for
     // every j >= l. Levels are dealt in rising order, so every pack dealt so far lowers room(j)
     // at every j >= l by one: the test is min_room[l][r] (from the pins) - dealt[r] >= 1. Stored
     // level by level, so that each level's scan over the ranks reads one contiguous row.
+    //
+    // Both from one pass over the level counts.
+    auto& expected = expected_;
+    expected.resize(dp_);
     auto& min_room = min_room_;
     min_room.resize(dp_ * k_);
     auto& dealt = dealt_;
@@ -571,11 +561,19 @@ class home_first {
       std::vector<std::int32_t>& room = scratch_room_;
       room.resize(k_);
       for (std::size_t r = 0; r < dp_; ++r) {
+        const std::int32_t* c = &cnt_[r * k_];
+        std::int64_t missing = 0;
+        std::int64_t e = 0;
         std::int32_t prefix = 0;
         for (std::size_t j = 0; j < k_; ++j) {
-          prefix += cnt_[r * k_ + j];
+          const bool lacks = c[j] == 0; // summed without a branch to mispredict
+          missing += lacks ? 1 : 0;
+          e += lacks ? mean[j] : 0;
+          prefix += c[j];
           room[j] = static_cast<std::int32_t>(j) + 1 - prefix;
         }
+        const auto free_slots = static_cast<std::int64_t>(k_ - used_[r]);
+        expected[r] = missing == 0 ? free_slots * overall : e / missing * free_slots;
         std::int32_t low = room[k_ - 1];
         for (std::size_t j = k_; j-- > 0;) {
           low = std::min(low, room[j]);
@@ -625,6 +623,7 @@ class home_first {
             prefetch(&cnt_[ahead * k_]);
             prefetch(&items_[ahead * k_]);
             prefetch(&item_home_[ahead * k_]);
+            prefetch(&item_level_[ahead * k_]);
           }
           const auto r =
               static_cast<std::size_t>(eligible_rank[static_cast<std::size_t>(deal_order_[i])]);
