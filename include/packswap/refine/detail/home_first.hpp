@@ -1196,6 +1196,20 @@ class home_first {
           }
         };
         bool indexed = false;
+        const std::int32_t p_level = pk_[p].level;
+        // Levels first: trading p for q keeps r's levels valid iff q's level is p's or r can
+        // take it in p's place (full_from(r)[q level] >= p's level, which holds for the levels
+        // from `lowest` up to p's, as full_from is non-decreasing), and keeps t's levels valid
+        // iff q's level is at most full_from(t)[p's level] (see level_room). So each candidate
+        // needs one range test, from the item's level beside it: most packs of another level
+        // fail here (no slack), before q's record is read.
+        std::int32_t lowest = p_level;
+        {
+          const std::int32_t* r_full = full_from(r);
+          while (lowest > 0 && r_full[lowest - 1] >= p_level) {
+            --lowest;
+          }
+        }
         const auto try_rank = [&](std::size_t t) {
           if (t == r) {
             return;
@@ -1205,23 +1219,18 @@ class home_first {
           const std::int32_t* t_items = &items_[t * k_];
           const std::int32_t* t_homes = &item_home_[t * k_];
           const std::int32_t* t_levels = &item_level_[t * k_];
-          const std::int32_t p_level = pk_[p].level;
-          const std::size_t t_used = used_[t]; // no trade below changes it
+          const std::int32_t highest = full_from(t)[p_level]; // may be k: then any level fits
+          const std::size_t t_used = used_[t];                // no trade below changes it
           for (std::size_t i = 0; i < t_used; ++i) {
             const auto hq = static_cast<std::size_t>(t_homes[i]);
-            if (hq == t) {
-              continue; // home: trading it away gains nothing in general
+            const std::int32_t q_level = t_levels[i];
+            if (hq == t || q_level < lowest || q_level > highest) {
+              continue; // home (trading it away gains nothing in general), or no level room
             }
             // q's part of the byte change is its bytes times a weight its home rank decides;
             // where that weight is zero, the change is known before q's record is read.
             const std::int64_t q_weight = weight(hq, r) - weight(hq, t);
             if (q_weight == 0 && (p_delta >= 0 || (found && p_delta >= best.delta))) {
-              continue;
-            }
-            // Levels first, from the item's level beside it: most packs of another level fail
-            // here (no slack), before q's record is read.
-            const std::int32_t q_level = t_levels[i];
-            if (!level_room(t, p_level, q_level) || !level_room(r, q_level, p_level)) {
               continue;
             }
             const auto q = static_cast<std::size_t>(t_items[i]);
