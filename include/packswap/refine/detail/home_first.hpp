@@ -710,13 +710,28 @@ class home_first {
               ? std::numeric_limits<std::int64_t>::max()
               : std::max<std::int64_t>(1, 16 * room_mean + 16 * room_rest / dp);
       const std::int64_t far_above = std::max<std::int64_t>(1, room_mean);
-      fresh.clear();
+      // The far ranks first, so that each one's item records can be fetched while the one
+      // before it is searched: they are few and scattered.
+      auto& far = far_ranks_;
+      far.clear();
       for (std::size_t r = 0; r < dp_; ++r) {
-        const bool low = limit_ - load_[r] >= far_below;
-        const bool high = load_[r] - limit_ >= far_above;
-        if (!low && !high) {
-          continue;
+        if (limit_ - load_[r] >= far_below || load_[r] - limit_ >= far_above) {
+          far.push_back(static_cast<std::int32_t>(r));
         }
+      }
+      fresh.clear();
+      for (std::size_t f = 0; f < far.size(); ++f) {
+        if (f + 2 < far.size()) {
+          prefetch(&items_[static_cast<std::size_t>(far[f + 2]) * k_]);
+        }
+        if (f + 1 < far.size()) {
+          const auto ahead = static_cast<std::size_t>(far[f + 1]);
+          for (std::size_t i = 0; i < used_[ahead]; ++i) {
+            prefetch(&pk_[static_cast<std::size_t>(items_[ahead * k_ + i])]);
+          }
+        }
+        const auto r = static_cast<std::size_t>(far[f]);
+        const bool low = limit_ - load_[r] >= far_below;
         std::size_t pick = n_;
         long double pick_leverage = 0;
         for (std::size_t i = 0; i < used_[r]; ++i) {
@@ -1382,6 +1397,7 @@ class home_first {
   order_scratch redeal_sort_;
   std::vector<std::uint64_t> redeal_moved_;
   std::vector<std::int32_t> fresh_unlocked_; // see redeal_rounds()
+  std::vector<std::int32_t> far_ranks_;      // see redeal_rounds()
   std::vector<char> locked_;                 // pinned home packs the re-deal leaves alone
   std::vector<std::size_t> scratch_ranks_;
   struct partner_pack {
