@@ -1,5 +1,6 @@
 #pragma once
 
+#include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/sort.hpp"
 #include "packswap/detail/span.hpp"
 
@@ -38,6 +39,9 @@ class karmarkar_karp {
     next_.assign(value.size(), -1);
     sets_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
+      if (i + fetch_ahead < n) {
+        prefetch(&value[static_cast<std::size_t>(chunks[i + fetch_ahead])]); // ids run at random
+      }
       const auto id = chunks[i];
       sets_[i] = set{value[static_cast<std::size_t>(id)], id, id};
     }
@@ -116,6 +120,9 @@ class karmarkar_karp {
     set* a = &sets_[x * k_];
     const set* b = &sets_[y * k_];
     for (std::size_t i = 0; i < k_; ++i) {
+      if (i + fetch_ahead < k_) {
+        prefetch(&next_[static_cast<std::size_t>(a[i + fetch_ahead].tail)]); // tails run at random
+      }
       const set& other = b[k_ - 1 - i];
       next_[static_cast<std::size_t>(a[i].tail)] = other.head;
       scratch_[i] = set{a[i].sum + other.sum, a[i].head, other.tail};
@@ -123,6 +130,9 @@ class karmarkar_karp {
     stable_sort_desc(scratch_.data(), k_, radix_scratch_, [](const set& v) { return v.sum; });
     std::copy(scratch_.begin(), scratch_.end(), a);
   }
+
+  // How far ahead the loops over items at random places fetch them.
+  static constexpr std::size_t fetch_ahead = 16;
 
   // Lists `for_each` walks side by side.
   static constexpr std::size_t walk_width = 16;

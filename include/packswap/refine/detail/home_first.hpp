@@ -1,6 +1,7 @@
 #pragma once
 
 #include "packswap/balance/batch.hpp"
+#include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/sort.hpp"
 #include "packswap/refine/topology.hpp"
 
@@ -1341,15 +1342,6 @@ class home_first {
 
   // How far ahead the passes over packs in input order fetch pack records.
   static constexpr std::size_t prefetch_distance = 8;
-
-  // A hint that `p` will be read soon; no effect on results.
-  static void prefetch(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(p);
-#else
-    (void)p;
-#endif
-  }
 
   std::size_t dp_ = 0, k_ = 0, n_ = 0;
   std::int64_t limit_ = 0;
