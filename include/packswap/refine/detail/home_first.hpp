@@ -100,6 +100,9 @@ class home_first {
     input_id_.assign(order.begin(), order.end());
     internal_id_.resize(n_);
     for (std::size_t p = 0; p < n_; ++p) {
+      if (p + prefetch_distance < n_) {
+        prefetch(&internal_id_[static_cast<std::size_t>(input_id_[p + prefetch_distance])]);
+      }
       internal_id_[static_cast<std::size_t>(input_id_[p])] = static_cast<std::int32_t>(p);
     }
     // One pass in cost order: records, level counts, own-pack counts, the cost index. Costs fall
@@ -157,6 +160,10 @@ class home_first {
       auto& pos = rank_pos_;
       pos.assign(own_first_.begin(), own_first_.end() - 1);
       for (std::size_t p = 0; p < n_; ++p) {
+        if (p + prefetch_distance < n_) {
+          // Where that pack's entry will go, give or take the entries of its rank before it.
+          prefetch(&bucket[pos[src(p + prefetch_distance)]]);
+        }
         bucket[pos[src(p)]++] = {pk_[p].bytes, static_cast<std::int32_t>(p)};
       }
       for (std::size_t r = 0; r < dp_; ++r) {
@@ -210,6 +217,9 @@ class home_first {
     // Internal ids run by cost descending, ties by input id: one pass deals each rank's packs
     // in that order.
     for (std::size_t p = 0; p < n_; ++p) {
+      if (p + prefetch_distance < n_) {
+        prefetch(&out[static_cast<std::size_t>(input_id_[p + prefetch_distance])]);
+      }
       const std::int32_t r = pk_[p].rank;
       out[static_cast<std::size_t>(input_id_[p])] =
           cell{r, static_cast<std::int32_t>(used[static_cast<std::size_t>(r)]++)};
