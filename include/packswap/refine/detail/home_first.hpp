@@ -1182,6 +1182,14 @@ class home_first {
     for (std::size_t r = 0; r < dp_; ++r) {
       full_from(r);
     }
+    // Largest cost difference within each level: the cost index holds level l's costs in one
+    // ascending stretch.
+    level_spread_.assign(k_, 0);
+    for (std::size_t l = 0; l < k_; ++l) {
+      if (level_end_[l] > level_begin_[l]) {
+        level_spread_[l] = sorted_cost_[level_end_[l] - 1] - sorted_cost_[level_begin_[l]];
+      }
+    }
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
       bool changed = false;
       // In input order: batches list each rank's packs together, so consecutive packs share a
@@ -1275,23 +1283,40 @@ class home_first {
               continue;
             }
             // A same-level trade u (on t) <-> v (on r) moving e back from t to r; v is r's
-            // away-from-home pack of u's level, looked up in `movable_`.
+            // away-from-home pack of u's level, looked up in `movable_`. Both loads fit iff e
+            // lies in [e_lo, e_hi]; u and v share a level, so |e| is at most that level's
+            // spread: u of a level whose spread cannot reach the range is passed over before
+            // any record is read, and r's packs are indexed only if some u remains.
+            const std::int64_t e_lo = load_[t] + d - limit_;
+            const std::int64_t e_hi = limit_ - load_[r] + d;
+            const auto can_compensate = [&](std::size_t a) {
+              const std::int64_t spread = level_spread_[static_cast<std::size_t>(t_levels[a])];
+              return static_cast<std::size_t>(t_items[a]) != q &&
+                     static_cast<std::size_t>(t_homes[a]) != t && e_lo <= spread && e_hi >= -spread;
+            };
+            bool any = false;
+            for (std::size_t a = 0; a < t_used && !any; ++a) {
+              any = can_compensate(a);
+            }
+            if (!any) {
+              continue;
+            }
             if (!indexed) {
               index_movable(r, p);
               indexed = true;
             }
             for (std::size_t a = 0; a < t_used; ++a) {
-              const auto u = static_cast<std::size_t>(t_items[a]);
-              if (u == q || static_cast<std::size_t>(t_homes[a]) == t) {
+              if (!can_compensate(a)) {
                 continue;
               }
+              const auto u = static_cast<std::size_t>(t_items[a]);
               const std::int64_t vv = movable_[static_cast<std::size_t>(t_levels[a])];
               if (vv < 0) {
                 continue;
               }
               const auto v = static_cast<std::size_t>(vv);
               const std::int64_t e = pk_[u].cost - pk_[v].cost;
-              if (load_[t] + d - e > limit_ || load_[r] - d + e > limit_) {
+              if (e < e_lo || e > e_hi) {
                 continue;
               }
               consider({q, u, v, delta + swap_delta(u, t, v, r)});
@@ -1406,9 +1431,10 @@ class home_first {
     std::int64_t cost;
     std::int32_t level, id;
   };
-  std::vector<partner_pack> partner_; // a repair partner's packs, see repair_step
-  std::vector<std::int64_t> movable_; // see index_movable
-  std::vector<std::int32_t> away_;    // see list_away
+  std::vector<partner_pack> partner_;      // a repair partner's packs, see repair_step
+  std::vector<std::int64_t> movable_;      // see index_movable
+  std::vector<std::int64_t> level_spread_; // see bring_home
+  std::vector<std::int32_t> away_;         // see list_away
   std::vector<char> away_mark_;
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   // A max-heap of (key, -rank) that keeps its memory when cleared.
