@@ -1182,12 +1182,12 @@ class home_first {
     for (std::size_t r = 0; r < dp_; ++r) {
       full_from(r);
     }
-    // Largest cost difference within each level: the cost index holds level l's costs in one
-    // ascending stretch.
-    level_spread_.assign(k_, 0);
-    for (std::size_t l = 0; l < k_; ++l) {
-      if (level_end_[l] > level_begin_[l]) {
-        level_spread_[l] = sorted_cost_[level_end_[l] - 1] - sorted_cost_[level_begin_[l]];
+    // Largest cost difference within each level: its top quantile less its bottom one.
+    std::vector<std::int64_t> level_spread = level_quantile(1000);
+    {
+      const auto cheapest = level_quantile(0);
+      for (std::size_t l = 0; l < k_; ++l) {
+        level_spread[l] -= cheapest[l];
       }
     }
     for (std::int32_t pass = 0; pass < tuning_.home_passes; ++pass) {
@@ -1290,7 +1290,7 @@ class home_first {
             const std::int64_t e_lo = load_[t] + d - limit_;
             const std::int64_t e_hi = limit_ - load_[r] + d;
             const auto can_compensate = [&](std::size_t a) {
-              const std::int64_t spread = level_spread_[static_cast<std::size_t>(t_levels[a])];
+              const std::int64_t spread = level_spread[static_cast<std::size_t>(t_levels[a])];
               return static_cast<std::size_t>(t_items[a]) != q &&
                      static_cast<std::size_t>(t_homes[a]) != t && e_lo <= spread && e_hi >= -spread;
             };
@@ -1431,10 +1431,9 @@ class home_first {
     std::int64_t cost;
     std::int32_t level, id;
   };
-  std::vector<partner_pack> partner_;      // a repair partner's packs, see repair_step
-  std::vector<std::int64_t> movable_;      // see index_movable
-  std::vector<std::int64_t> level_spread_; // see bring_home
-  std::vector<std::int32_t> away_;         // see list_away
+  std::vector<partner_pack> partner_; // a repair partner's packs, see repair_step
+  std::vector<std::int64_t> movable_; // see index_movable
+  std::vector<std::int32_t> away_;    // see list_away
   std::vector<char> away_mark_;
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   // A max-heap of (key, -rank) that keeps its memory when cleared.
