@@ -381,8 +381,10 @@ class home_first {
     std::int64_t sum_lo = 0;
     std::int64_t sum_hi = 0;
     for (std::size_t j = k_ - 1; j-- > 0;) {
-      const std::int32_t received = std::min(upper[j], next); // R(j)
-      upper[j] -= received;                                   // now the slack used at j
+      // R(j) = min(upper[j], next), written so that g++ 12 emits a conditional move (std::min
+      // became a branch here, mispredicted: which side wins follows the data).
+      const std::int32_t received = upper[j] < next ? upper[j] : next;
+      upper[j] -= received; // now the slack used at j
       ok &= upper[j] <= slack_left_[j];
       if constexpr (Band) {
         // R(j + 1) - R(j) packs of level j + 1 are received.
