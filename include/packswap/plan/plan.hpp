@@ -2,6 +2,7 @@
 
 #include "packswap/balance/batch.hpp"
 #include "packswap/detail/digest.hpp"
+#include "packswap/detail/select.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -322,7 +323,8 @@ inline void order_steps(span<const pack_meta> packs, const shape& s, assignment&
   std::int64_t* step_max = recv.data();
   std::int64_t* step_sum = step_max + ga;
   step_maxima(
-      a, s, [&](std::size_t p) { return packs[p].source_rank != a[p].rank ? packs[p].bytes : 0; },
+      a, s,
+      [&](std::size_t p) { return keep_if(packs[p].source_rank != a[p].rank, packs[p].bytes); },
       [&](std::size_t p, std::int64_t v) {
         step_sum[static_cast<std::size_t>(a[p].micro_step)] += v;
       },

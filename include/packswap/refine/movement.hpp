@@ -1,6 +1,7 @@
 #pragma once
 
 #include "packswap/balance/batch.hpp"
+#include "packswap/detail/select.hpp"
 #include "packswap/refine/topology.hpp"
 
 #include <algorithm>
@@ -36,14 +37,13 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
   for (std::size_t p = 0; p < packs.size(); ++p) {
     const std::int32_t from = packs[p].source_rank;
     const std::int32_t to = a[p].rank;
-    if (from == to) {
-      continue;
-    }
-    ++m.moved;
-    m.moved_bytes += packs[p].bytes;
+    // Summed without a branch on whether the pack moved, which follows no pattern.
+    const bool moved = from != to;
+    m.moved += keep_if(moved, 1);
+    m.moved_bytes += keep_if(moved, packs[p].bytes);
     const bool cross = node[static_cast<std::size_t>(from)] != node[static_cast<std::size_t>(to)];
-    m.inter_node_bytes += cross ? packs[p].bytes : 0;
-    if (peers) {
+    m.inter_node_bytes += keep_if(cross, packs[p].bytes); // a pack that stays crosses nothing
+    if (peers && moved) {
       const auto lo = static_cast<std::uint64_t>(std::min(from, to));
       const auto hi = static_cast<std::uint64_t>(std::max(from, to));
       links.push_back(lo * static_cast<std::uint64_t>(dp) + hi);

@@ -2,6 +2,7 @@
 
 #include "packswap/balance/batch.hpp"
 #include "packswap/detail/prefetch.hpp"
+#include "packswap/detail/select.hpp"
 #include "packswap/detail/sort.hpp"
 #include "packswap/refine/topology.hpp"
 
@@ -533,21 +534,24 @@ class home_first {
     // Unpinned packs by level, then cost descending, then id: the cost index walked from the
     // top (levels fall as costs rise).
     // In the same pass, the sums behind the mean unpinned cost per level (levels with no
-    // unpinned pack borrow the overall mean).
+    // unpinned pack borrow the overall mean). No branch on whether a pack is pinned: that follows
+    // no pattern along the cost index.
     auto& pool = pool_;
-    pool.clear();
+    pool.resize(n_);
+    std::size_t pooled = 0;
     std::vector<std::int64_t> sum(k_, 0);
     std::vector<std::int64_t> count(k_, 0);
     std::int64_t all = 0;
     for (std::size_t i = n_; i-- > 0;) {
       const auto& k = pk_[static_cast<std::size_t>(by_cost(i))];
-      if (k.rank < 0) {
-        pool.push_back(by_cost(i));
-        sum[static_cast<std::size_t>(k.level)] += k.cost;
-        ++count[static_cast<std::size_t>(k.level)];
-        all += k.cost;
-      }
+      const bool free = k.rank < 0;
+      pool[pooled] = by_cost(i); // kept only if free
+      pooled += free ? 1 : 0;
+      sum[static_cast<std::size_t>(k.level)] += keep_if(free, k.cost);
+      count[static_cast<std::size_t>(k.level)] += keep_if(free, 1);
+      all += keep_if(free, k.cost);
     }
+    pool.resize(pooled);
     const std::int64_t overall = pool.empty() ? 0 : all / static_cast<std::int64_t>(pool.size());
     std::vector<std::int64_t> mean(k_, overall);
     for (std::size_t l = 0; l < k_; ++l) {
@@ -580,8 +584,8 @@ class home_first {
         std::int32_t prefix = 0;
         for (std::size_t j = 0; j < k_; ++j) {
           const bool lacks = c[j] == 0; // summed without a branch to mispredict
-          missing += lacks ? 1 : 0;
-          e += lacks ? mean[j] : 0;
+          missing += keep_if(lacks, 1);
+          e += keep_if(lacks, mean[j]);
           prefix += c[j];
           room[j] = static_cast<std::int32_t>(j) + 1 - prefix;
         }
