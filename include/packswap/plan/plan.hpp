@@ -188,7 +188,12 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   const auto dp = static_cast<std::size_t>(s.dp);
   const auto ga = static_cast<std::size_t>(s.ga);
   const auto cells = static_cast<std::size_t>(last_rank - first_rank) * ga;
-  const auto held = [&](std::int32_t r) { return r >= first_rank && r < last_rank; };
+  // One unsigned comparison, tested before from != to: for a rank's own plan it is almost always
+  // false, so the branches predict well (whether a pack moved follows no pattern).
+  const auto held = [&](std::int32_t r) {
+    return static_cast<std::uint32_t>(r - first_rank) <
+           static_cast<std::uint32_t>(last_rank - first_rank);
+  };
   const auto local = [&](std::int32_t r, std::int32_t step) {
     return static_cast<std::size_t>(r - first_rank) * ga + static_cast<std::size_t>(step);
   };
@@ -209,7 +214,7 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   for (std::size_t p = 0; p < n; ++p) {
     const std::int32_t to = a[p].rank;
     const std::int32_t from = packs[p].source_rank;
-    if (!every_rank && (held(to) || (from != to && held(from)))) {
+    if (!every_rank && (held(to) || (held(from) && from != to))) {
       involved.push_back(static_cast<std::int32_t>(p));
     }
     if (held(to)) {
@@ -223,7 +228,7 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
         ++receives;
       }
     }
-    if (from != to && held(from)) {
+    if (held(from) && from != to) {
       ++out.send_off_[local(from, a[p].micro_step)];
       ++by_dst_off[static_cast<std::size_t>(to)];
       ++sends;
@@ -259,7 +264,7 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
           by_src[static_cast<std::size_t>(by_src_off[static_cast<std::size_t>(from)]++)] = id;
         }
       }
-      if (from != to && held(from)) {
+      if (held(from) && from != to) {
         by_dst[static_cast<std::size_t>(by_dst_off[static_cast<std::size_t>(to)]++)] = id;
       }
     }
