@@ -90,6 +90,27 @@ TEST_CASE("stage 2 keeps most bytes home on VLM-like batches") {
   }
 }
 
+TEST_CASE("at eps = 0, limits no single swap reaches are met by chains of two swaps") {
+  // Batches whose stage-1 B leaves each rank a few hundred cost units of 40 million: the first
+  // two attempts get stuck on a rank and only renaming stage 1's ranks was left (moving nearly
+  // every byte). The third attempt's chained swaps meet the limit and keep most bytes home.
+  struct stuck_batch {
+    shape s;
+    std::uint64_t seed;
+    mix m;
+  };
+  for (const auto& c :
+       {stuck_batch{{64, 16, 1}, 36, mix::uniform}, stuck_batch{{64, 16, 1}, 80, mix::uniform},
+        stuck_batch{{256, 16, 1}, 2, mix::uniform}, stuck_batch{{256, 16, 1}, 43, mix::vlm}}) {
+    INFO("dp=" << c.s.dp << " seed=" << c.seed << " mix=" << std::string(test::name(c.m)));
+    const auto o = run(test::random_batch(c.s, c.seed, c.m), c.s, sync_mode::per_micro_step, 0.0);
+    CHECK(o.stage2.a == o.stage2.lb_a);
+    CHECK(o.stage2.b <= o.stage1.b);
+    CHECK(static_cast<double>(o.moved2.moved_bytes) <=
+          0.5 * static_cast<double>(o.moved1.moved_bytes));
+  }
+}
+
 TEST_CASE("a node map makes stage 2 keep traffic inside nodes") {
   const shape s{64, 16, 1};
   const auto packs = test::random_batch(s, 5, mix::vlm);

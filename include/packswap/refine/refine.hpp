@@ -124,9 +124,16 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   home_first::tuning narrow;
   narrow.band_low_permille = 350;
   narrow.band_high_permille = 650;
+  // Where both fail (a limit so tight that single swaps cannot reach it, as at eps = 0 on some
+  // batches), both again with a repair that may also chain two swaps: a wider search, so only
+  // then (either band alone still fails on some batches).
+  home_first::tuning wide_chained = wide;
+  wide_chained.chains = true;
+  home_first::tuning narrow_chained = narrow;
+  narrow_chained.chains = true;
   // Stage 1 as it stands is always a valid answer: stage 2 must move fewer weighted bytes.
   const std::int64_t stage1_bytes = opt.topology.weighted(stage1.intra, stage1.inter);
-  for (const auto& t : {wide, narrow}) {
+  for (const auto& t : {wide, narrow, wide_chained, narrow_chained}) {
     if (engine.run(t)) {
       if (engine.weighted_moved() < stage1_bytes) {
         engine.cells(a, ws.used);
@@ -156,14 +163,14 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// For mbs = 1 it runs the home-first search (`detail::home_first`): A stays within stage 1's
 /// micro-step maxima (so A == LB_A stays exact in `per_micro_step` mode), B within
 /// (1 + eps) * stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps.
-/// Should that search fail to meet the limits (it tries a second pinning band first), or move
-/// more than stage 1, the answer is stage 1 with its ranks renamed to keep the most bytes home
-/// (`relabel_ranks`), which never moves more than stage 1. For mbs > 1 it is that renaming
-/// followed by swaps that bring packs home while every cell stays within its micro-step's
-/// stage-1 maximum and every rank within the B limit. The search and the swaps add costs and
-/// weighted bytes in int64: for batches whose total cost exceeds int64 max / (2 (ga + 2)) or
-/// whose byte total exceeds int64 max / (4 * inter-node weight) they stand down, and the answer
-/// is the renaming alone.
+/// Should that search fail to meet the limits (it tries a second pinning band, then both bands
+/// with a repair that may also chain two swaps, first), or move more than stage 1, the answer is
+/// stage 1 with its ranks renamed to keep the most bytes home (`relabel_ranks`), which never
+/// moves more than stage 1. For mbs > 1 it is that renaming followed by swaps that bring packs
+/// home while every cell stays within its micro-step's stage-1 maximum and every rank within the
+/// B limit. The search and the swaps add costs and weighted bytes in int64: for batches whose
+/// total cost exceeds int64 max / (2 (ga + 2)) or whose byte total exceeds int64 max / (4 *
+/// inter-node weight) they stand down, and the answer is the renaming alone.
 class refiner {
  public:
   assignment operator()(span<const pack_meta> packs, const shape& s, const assignment& stage1,

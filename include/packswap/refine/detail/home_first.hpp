@@ -28,8 +28,8 @@ namespace packswap::detail {
 /// its free slots stays inside a band of typical pack costs; (2) deal the rest, most constrained
 /// and heaviest first, to the rank with the most capacity per free slot; (3) repair loads above the
 /// limit with swaps found through a cost-sorted index, each lowering the total excess, cheapest in
-/// moved bytes first; (4) bring packs home by swapping them with packs their home rank holds for
-/// others.
+/// moved bytes first (in a last attempt, where no single swap helps a rank, two swaps in a
+/// chain); (4) bring packs home by swapping them with packs their home rank holds for others.
 class home_first {
  public:
   /// Knobs of one attempt; the refiner tries a few and keeps the best feasible result.
@@ -52,6 +52,12 @@ class home_first {
     std::int32_t unlock_rounds = 4;
     /// Times a rank the repair cannot fix gives up all its pins before the attempt fails.
     std::int32_t stuck_rounds = 4;
+    /// Where no single swap helps a rank, try two swaps in a chain (`chain_step`): a wider
+    /// search, for the attempt made after the others failed.
+    bool chains = false;
+    /// Chains allowed per repair: each search weighs up to (2 scan_limit ga)^2 pairs of swaps,
+    /// so this bounds the time a repair can spend on them.
+    std::int32_t chain_steps = 256;
   };
 
   /// `order` lists pack ids by cost descending (ties by id). Inside, packs are numbered in that
@@ -926,10 +932,13 @@ class home_first {
   // (3) Lowers every rank to the limit and fixes crowded levels. The worst rank goes first; its
   // partner is sought among the ranks with the most room (every pair of their packs), then, if
   // none fits, through the cost index across all ranks.
-  // Returns false when out of swaps (`stuck` stays dp) or when no swap helps rank `stuck`.
+  // Returns false when out of swaps (`stuck` stays dp) or when no swap helps rank `stuck`. With
+  // `tuning::chains`, a rank no single swap helps tries two swaps in a chain (`chain_step`)
+  // first, up to `tuning::chain_steps` times.
   bool repair(std::size_t& stuck) {
     const std::int64_t budget = static_cast<std::int64_t>(n_) * tuning_.repair_swaps_per_pack + 16;
     std::int64_t swaps = 0;
+    std::int32_t chains_left = tuning_.chains ? tuning_.chain_steps : 0;
     // Lazy max-heaps: entries whose key no longer matches the rank's state are skipped.
     auto& over = over_heap_;
     over.clear();
@@ -954,11 +963,18 @@ class home_first {
         return false;
       }
       std::size_t other = dp_;
+      std::size_t third = dp_; // a chain's last rank
       if (!repair_step(r, other)) {
-        stuck = r;
-        return false;
+        if (chains_left == 0 || !chain_step(r, other, third)) {
+          stuck = r;
+          return false;
+        }
+        --chains_left;
       }
-      for (const std::size_t changed : {r, other}) {
+      for (const std::size_t changed : {r, other, third}) {
+        if (changed == dp_) {
+          continue;
+        }
         const std::int64_t k2 = over_key(changed);
         if (k2 > 0) {
           over.emplace(k2, -static_cast<std::int64_t>(changed));
@@ -1131,6 +1147,88 @@ class home_first {
     }
     other = static_cast<std::size_t>(pk_[best.y].rank);
     swap_packs(best.x, best.y);
+    return true;
+  }
+
+  // Calls f(y) for the packs y of x's level that cost less than x, among the `width` nearest
+  // each side of cost `want` in the cost index (each level is one stretch of it).
+  template <class F>
+  void same_level_below(std::size_t x, std::int64_t want, std::size_t width, F&& f) const {
+    const auto level = static_cast<std::size_t>(pk_[x].level);
+    const auto first = sorted_cost_.begin() + static_cast<std::ptrdiff_t>(level_begin_[level]);
+    const auto last = sorted_cost_.begin() + static_cast<std::ptrdiff_t>(level_end_[level]);
+    const auto split =
+        static_cast<std::size_t>(std::upper_bound(first, last, want) - sorted_cost_.begin());
+    const std::size_t from = std::max(level_begin_[level], split > width ? split - width : 0);
+    const std::size_t to = std::min(level_end_[level], split + width);
+    for (std::size_t i = from; i < to; ++i) {
+      const auto y = static_cast<std::size_t>(by_cost(i));
+      if (pk_[y].cost < pk_[x].cost) {
+        f(y);
+      }
+    }
+  }
+
+  // For a rank r above the limit that no single swap helps: two swaps in a chain, x (on r) for a
+  // cheaper y of its level on s1, then x2 (on s1, now over) for a cheaper y2 of x2's level on s2,
+  // that together lower the excess of the three ranks. Same-level swaps keep every rank's level
+  // counts. Candidates come from the cost index near the difference each swap must carry; the
+  // chain ending with the least excess wins, then the fewest weighted bytes, then ids. Each first
+  // swap is tried in place and undone. Sets `s1` and `s2` to the partners.
+  bool chain_step(std::size_t r, std::size_t& s1_out, std::size_t& s2_out) {
+    const std::int64_t exc = excess(r);
+    if (exc == 0 || level_excess(r) > 0) {
+      return false;
+    }
+    const auto width = static_cast<std::size_t>(tuning_.scan_limit);
+    struct chain {
+      std::int64_t after = 0, delta = 0;
+      std::size_t x = 0, y = 0, x2 = 0, y2 = 0;
+    } best;
+    bool found = false;
+    for (std::size_t i = 0; i < used_[r]; ++i) {
+      const auto x = static_cast<std::size_t>(items_[r * k_ + i]); // restored after each try
+      same_level_below(x, pk_[x].cost - exc, width, [&](std::size_t y) {
+        const auto s1 = static_cast<std::size_t>(pk_[y].rank);
+        if (s1 == r) {
+          return;
+        }
+        const std::int64_t before_1 = exc + excess(s1);
+        const std::int64_t delta_1 = swap_delta(x, r, y, s1);
+        swap_packs(x, y);
+        const std::int64_t pushed = excess(s1);
+        for (std::size_t j = 0; pushed > 0 && j < used_[s1]; ++j) {
+          const auto x2 = static_cast<std::size_t>(items_[s1 * k_ + j]);
+          same_level_below(x2, pk_[x2].cost - pushed, width, [&](std::size_t y2) {
+            const auto s2 = static_cast<std::size_t>(pk_[y2].rank);
+            if (s2 == r || s2 == s1) {
+              return;
+            }
+            const std::int64_t d = pk_[x2].cost - pk_[y2].cost;
+            const std::int64_t after = excess(r) +
+                                       std::max<std::int64_t>(0, load_[s1] - d - limit_) +
+                                       std::max<std::int64_t>(0, load_[s2] + d - limit_);
+            if (after >= before_1 + excess(s2)) {
+              return;
+            }
+            const chain c{after, delta_1 + swap_delta(x2, s1, y2, s2), x, y, x2, y2};
+            if (!found || std::tie(c.after, c.delta, c.x, c.y, c.x2, c.y2) <
+                              std::tie(best.after, best.delta, best.x, best.y, best.x2, best.y2)) {
+              best = c;
+              found = true;
+            }
+          });
+        }
+        swap_packs(x, y); // undone: both packs back in their slots
+      });
+    }
+    if (!found) {
+      return false;
+    }
+    s1_out = static_cast<std::size_t>(pk_[best.y].rank);
+    swap_packs(best.x, best.y);
+    s2_out = static_cast<std::size_t>(pk_[best.y2].rank);
+    swap_packs(best.x2, best.y2);
     return true;
   }
 
