@@ -1082,8 +1082,8 @@ class home_first {
     const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
     // Every pair of packs between r and the roomiest ranks. Outside level repairs a full fix
     // (which beats every partial one) moves d = cost(x) - cost(y) in [excess of r, room of the
-    // partner]: those pairs go first, and the rest only if none of them is a fix. Same answer as
-    // considering every pair, with far fewer candidates.
+    // partner]: those pairs go first, and the rest only if neither they nor the cost index hold
+    // a fix. Same answer as considering every pair, with far fewer candidates.
     roomiest(static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
     const auto pairs = [&](bool full_only) {
       for (const std::size_t s2 : scratch_ranks_) {
@@ -1131,16 +1131,23 @@ class home_first {
         }
       }
     };
-    if (!crowded) {
-      pairs(true);
-    }
-    if (!found) {
-      pairs(false);
-    }
     // The cost index only when no partner among the roomiest fixes r outright: it is the
     // expensive part of a step, and most steps find their fix among the roomy ranks.
-    if (!found || best.full == 0) {
-      index_search(r, exc, crowded, consider);
+    if (crowded) {
+      pairs(false);
+      if (!found || best.full == 0) {
+        index_search(r, exc, crowded, consider);
+      }
+    } else {
+      pairs(true);
+      if (!found) {
+        // The partial fixes among the roomiest only when the cost index holds no full fix
+        // either: a full fix beats every partial one, and the index finds one in most steps.
+        index_search(r, exc, crowded, consider);
+        if (!found || best.full == 0) {
+          pairs(false);
+        }
+      }
     }
     if (!found) {
       return false;
@@ -1238,8 +1245,8 @@ class home_first {
   void index_search(std::size_t r, std::int64_t exc, bool crowded, Consider&& consider) {
     std::int64_t max_room = 0;
     if (!crowded) {
-      roomiest(1, dp_, scratch_ranks_);
-      max_room = scratch_ranks_.empty() ? 0 : limit_ - load_[scratch_ranks_[0]];
+      roomiest(1, dp_, roomiest_one_); // scratch_ranks_ still lists the partners
+      max_room = roomiest_one_.empty() ? 0 : limit_ - load_[roomiest_one_[0]];
     }
     const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
     for (std::size_t i = 0; i < used_[r]; ++i) {
@@ -1531,6 +1538,7 @@ class home_first {
   std::vector<std::int32_t> far_ranks_;      // see redeal_rounds()
   std::vector<char> locked_;                 // pinned home packs the re-deal leaves alone
   std::vector<std::size_t> scratch_ranks_;
+  std::vector<std::size_t> roomiest_one_; // see index_search
   struct partner_pack {
     std::int64_t cost;
     std::int32_t level, id;
