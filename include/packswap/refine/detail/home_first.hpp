@@ -28,8 +28,9 @@ namespace packswap::detail {
 /// its free slots stays inside a band of typical pack costs; (2) deal the rest, most constrained
 /// and heaviest first, to the rank with the most capacity per free slot; (3) repair loads above the
 /// limit with swaps found through a cost-sorted index, each lowering the total excess, cheapest in
-/// moved bytes first (in a last attempt, where no single swap helps a rank, two swaps in a
-/// chain); (4) bring packs home by swapping them with packs their home rank holds for others.
+/// moved bytes first (in the attempts made after the others failed, where no single swap helps a
+/// rank, two swaps in a chain); (4) bring packs home by swapping them with packs their home rank
+/// holds for others.
 class home_first {
  public:
   /// Knobs of one attempt; the refiner tries a few and keeps the best feasible result.
