@@ -7,6 +7,8 @@ set(packswap_config_dir "${CMAKE_INSTALL_DATADIR}/packswap/cmake")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/packswap"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         FILES_MATCHING PATTERN "*.hpp")
+# The license travels with the headers (share/doc/packswap/LICENSE); the package config names it.
+install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DOCDIR}")
 
 set(packswap_export_targets packswap)
 if(TARGET packswap_nccl)
