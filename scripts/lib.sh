@@ -4,9 +4,9 @@ step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 jobs() { nproc 2>/dev/null || echo 2; }
 
-# Debian packages the build, tests, examples and benchmarks need.
+# Debian packages the build, tests, examples, benchmarks and the API reference (doxygen) need.
 packswap_packages=(cmake make g++ clang libclang-rt-14-dev libc++-14-dev libc++abi-14-dev doctest-dev libbenchmark-dev
-                   libopenmpi-dev openmpi-bin)
+                   libopenmpi-dev openmpi-bin doxygen)
 
 # Installs whatever is missing when running as root on Debian; otherwise only reports it.
 ensure_packages() {

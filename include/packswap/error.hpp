@@ -53,6 +53,7 @@ constexpr const char* to_string(errc code) noexcept {
 /// its values, e.g. `packswap [invalid_argument]: sample 17 has 9001 tokens, capacity is 8192`.
 class error : public std::runtime_error {
  public:
+  /// An error with code `code`; `message` names what was wrong, with its values.
   error(errc code, const std::string& message)
       : std::runtime_error("packswap [" + std::string(to_string(code)) + "]: " + message),
         code_(code) {}

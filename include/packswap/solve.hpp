@@ -142,11 +142,11 @@ solution solve(span<const pack_meta> packs, const shape& s, const solve_options&
 /// `solve()` with the default policies, keeping its working memory between calls.
 ///
 /// One solve works in about 185 bytes per pack (48 MB at 262,144 packs, solution included);
-/// allocating that afresh each step costs the page faults of touching new memory, about 15% of
-/// the solve time on the machine we measured. A `solver` keeps what its largest batch needed and
-/// reuses it (`release()` gives it back); `solve(..., out)` reuses the memory of a previous
-/// `solution` too. Same answers as `solve()`, bit for bit; bad input throws before `out` is
-/// touched. Not thread-safe: one solver per thread.
+/// allocating that afresh each step costs the page faults of touching new memory (compare
+/// `solve_once` with `solve` in docs/performance.md). A `solver` keeps what its largest batch
+/// needed and reuses it (`release()` gives it back); `solve(..., out)` reuses the memory of a
+/// previous `solution` too. Same answers as `solve()`, bit for bit; bad input throws before `out`
+/// is touched. Not thread-safe: one solver per thread.
 ///
 /// ```
 /// packswap::solver solver;

@@ -225,6 +225,8 @@ class balancer {
   /// Upper limit on improving swaps in `per_step` mode; 0 keeps Karmarkar–Karp's answer.
   std::int32_t max_swaps = 256;
 
+  /// Every pack's cell for `costs` (one per pack of `s`), balanced for `mode`. Throws
+  /// `errc::invalid_argument` (or `errc::overflow`) on costs that do not fit `s`.
   assignment operator()(span<const std::int64_t> costs, const shape& s, sync_mode mode) const {
     validate_costs(costs, s);
     const auto order = detail::order_desc(costs);
@@ -243,6 +245,7 @@ struct is_balancer<P, std::void_t<decltype(std::declval<const P&>()(
     : std::is_same<assignment, decltype(std::declval<const P&>()(
                                    std::declval<span<const std::int64_t>>(),
                                    std::declval<const shape&>(), std::declval<sync_mode>()))> {};
+/// `is_balancer<P>::value`.
 template <class P>
 inline constexpr bool is_balancer_v = is_balancer<P>::value;
 

@@ -30,9 +30,9 @@ constexpr const char* to_string(sync_mode mode) noexcept {
 /// The shape of one global batch: `dp` data-parallel ranks, `ga` gradient-accumulation
 /// micro-steps, `mbs` packs per (rank, micro-step) cell.
 struct shape {
-  std::int32_t dp = 1;
-  std::int32_t ga = 1;
-  std::int32_t mbs = 1;
+  std::int32_t dp = 1;  ///< data-parallel ranks, >= 1
+  std::int32_t ga = 1;  ///< gradient-accumulation micro-steps per optimizer step, >= 1
+  std::int32_t mbs = 1; ///< packs per (rank, micro-step) cell, >= 1
 
   /// Packs per rank, `ga * mbs`.
   constexpr std::int64_t packs_per_rank() const noexcept {
@@ -58,12 +58,14 @@ inline void validate(const shape& s) {
 
 /// Where one pack is computed: a data-parallel rank and a micro-step.
 struct cell {
-  std::int32_t rank = 0;
-  std::int32_t micro_step = 0;
+  std::int32_t rank = 0;       ///< in [0, dp)
+  std::int32_t micro_step = 0; ///< in [0, ga)
 
+  /// Same rank and micro-step.
   friend constexpr bool operator==(const cell& a, const cell& b) noexcept {
     return a.rank == b.rank && a.micro_step == b.micro_step;
   }
+  /// Another rank or micro-step.
   friend constexpr bool operator!=(const cell& a, const cell& b) noexcept { return !(a == b); }
 };
 

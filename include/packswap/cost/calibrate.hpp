@@ -52,8 +52,8 @@ inline constexpr std::array<cost_term, 6> all_cost_terms = {
 
 /// One measurement: a pack's features and the time it took, forward plus backward.
 struct pack_timing {
-  pack_features features;
-  double microseconds = 0.0;
+  pack_features features;    ///< what the pack held
+  double microseconds = 0.0; ///< its measured forward + backward time, >= 0
 };
 
 /// What `calibrate` found.

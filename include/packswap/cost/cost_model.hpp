@@ -20,6 +20,7 @@ struct is_cost_model<
     M, std::void_t<decltype(std::declval<const M&>()(std::declval<const pack_features&>()))>>
     : std::is_same<std::int64_t,
                    decltype(std::declval<const M&>()(std::declval<const pack_features&>()))> {};
+/// `is_cost_model<M>::value`.
 template <class M>
 inline constexpr bool is_cost_model_v = is_cost_model<M>::value;
 
@@ -51,12 +52,12 @@ concept cost_model_like = is_cost_model_v<M>;
 /// auto us = vit(packswap::features_of(samples, packs.samples(0)));
 /// ```
 struct cost_model {
-  std::int64_t pack_fs = 0;
-  std::int64_t vit_fixed_fs = 180'000'000'000'000;
-  std::int64_t vit_per_image_token_fs = 840'000'000'000;
-  std::int64_t vit_attention_fs = 0;
-  std::int64_t llm_per_token_fs = 0;
-  std::int64_t llm_attention_fs = 0;
+  std::int64_t pack_fs = 0;                              ///< every pack
+  std::int64_t vit_fixed_fs = 180'000'000'000'000;       ///< every pack with an image
+  std::int64_t vit_per_image_token_fs = 840'000'000'000; ///< each image token
+  std::int64_t vit_attention_fs = 0;                     ///< each image's (image tokens)^2, summed
+  std::int64_t llm_per_token_fs = 0;                     ///< each token, text and image
+  std::int64_t llm_attention_fs = 0;                     ///< each document's (length)^2, summed
 
   /// The cost of a pack with features `f`, in microseconds. Throws `errc::invalid_argument` for a
   /// negative coefficient and `errc::overflow` when the sum leaves `std::int64_t` femtoseconds

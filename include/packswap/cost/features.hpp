@@ -23,11 +23,13 @@ struct pack_features {
   std::int64_t documents = 0;          ///< documents (each sample has at least one)
   std::int64_t document_tokens_sq = 0; ///< sum over documents of (its length)^2: LLM attention
 
+  /// Every field equal.
   friend bool operator==(const pack_features& a, const pack_features& b) noexcept {
     return a.samples == b.samples && a.tokens == b.tokens && a.image_tokens == b.image_tokens &&
            a.images == b.images && a.image_tokens_sq == b.image_tokens_sq &&
            a.documents == b.documents && a.document_tokens_sq == b.document_tokens_sq;
   }
+  /// Some field differs.
   friend bool operator!=(const pack_features& a, const pack_features& b) noexcept {
     return !(a == b);
   }

@@ -9,8 +9,9 @@
 namespace packswap {
 
 /// The bytes a pack's exchange moves between GPUs:
-/// `bytes_per_pack + bytes_per_text_token * (tokens - image_tokens)
-///  + bytes_per_image_token * image_tokens`.
+///
+///     bytes = bytes_per_pack + bytes_per_text_token * (tokens - image_tokens)
+///                            + bytes_per_image_token * image_tokens
 ///
 /// Defaults: a text token is an `int32` token id; an image token is the pixels of one merged
 /// 28 x 28 patch, 3 channels in bf16 (28 * 28 * 3 * 2 = 4,704 bytes). Pixels dominate: a pack with
@@ -21,9 +22,9 @@ namespace packswap {
 /// std::int64_t bytes = payload(packswap::features_of(samples, packs.samples(0)));
 /// ```
 struct payload_model {
-  std::int64_t bytes_per_text_token = 4;
-  std::int64_t bytes_per_image_token = 4704;
-  std::int64_t bytes_per_pack = 0;
+  std::int64_t bytes_per_text_token = 4;     ///< a token id, >= 0
+  std::int64_t bytes_per_image_token = 4704; ///< the pixels behind one image token, >= 0
+  std::int64_t bytes_per_pack = 0;           ///< per pack, whatever its contents, >= 0
 
   /// The payload of a pack with features `f`. Throws `errc::invalid_argument` for a negative
   /// parameter and `errc::overflow` when the sum leaves `std::int64_t`.

@@ -12,27 +12,27 @@ namespace packswap {
 /// An exchange kernel takes SMs that compute kernels need, so the exchange should take few CTAs
 /// and still finish well inside the compute window. `automatic` picks the CTA count from the bytes
 /// to move per micro-step and the measured compute time per micro-step (`choose_ctas`); `fixed`
-/// lets the user decide; `nccl_default` leaves NCCL's own choice.
-///
-/// Measured (`./scripts/gpu-check`, H200, NCCL 2.28.9, world size 1, self-sends beside eight bf16
-/// 8192^3 cuBLAS GEMMs of 11.3 ms per micro-step; medians over up to seven runs): one CTA moves
-/// 47 GB/s. At 256 MiB per micro-step, 1 CTA (5.7 ms) exposed 0.18 ms and slowed the GEMMs by
-/// 1.3%, 4 CTAs (1.5 ms) exposed 0.06 ms and slowed them by 0.3%. At 1 GiB, 4 CTAs (5.7 ms)
-/// exposed 0.19 ms (slowdown 1.5%), 8 and 16 CTAs no less; 1 and 2 CTAs overrun the window.
-/// Hence the floor `min_ctas` = 4 rather than the fewest CTAs that fit.
+/// lets the user decide; `nccl_default` leaves NCCL's own choice. The defaults of `automatic`
+/// (what one CTA moves, the floor of 4 CTAs) come from the overlap measurements in
+/// docs/performance.md: fewer CTAs exchanging for longer slowed the compute more.
 ///
 /// ```
 /// auto p = packswap::cta_policy::automatic(); // the default
-/// auto q = packswap::cta_policy::fixed(4);    // what DESIGN.md measured for 1 GiB per 10 ms
+/// auto q = packswap::cta_policy::fixed(4);    // always 4 CTAs
 /// ```
 struct cta_policy {
-  enum class mode { nccl_default, fixed, automatic };
-  mode kind = mode::automatic;
+  /// Who picks the CTA count.
+  enum class mode {
+    nccl_default, ///< NCCL, as for any communicator
+    fixed,        ///< the user: `ctas`
+    automatic     ///< `choose_ctas`, once the compute time per micro-step is known
+  };
+  mode kind = mode::automatic; ///< who picks the CTA count
   /// `fixed`: the CTA count. `automatic`: the count used until compute time was measured.
   std::int32_t ctas = 4;
   /// `automatic`: the share of the compute window the exchange may fill (slack for jitter).
   double window_fraction = 0.7;
-  /// `automatic`: what one CTA moves per second (H200, NCCL 2.28 self-exchange: 48 GB/s).
+  /// `automatic`: what one CTA moves per second.
   double bytes_per_second_per_cta = 48e9;
   /// `automatic`: the fewest CTAs it will pick (see above: fewer, longer exchanges slowed the
   /// GEMMs more).
@@ -40,17 +40,20 @@ struct cta_policy {
   /// `automatic`: the most CTAs it will ever pick.
   std::int32_t max_ctas = 32;
 
+  /// NCCL's own CTA count.
   static cta_policy nccl_default() noexcept {
     cta_policy p;
     p.kind = mode::nccl_default;
     return p;
   }
+  /// Always `ctas` CTAs.
   static cta_policy fixed(std::int32_t ctas) noexcept {
     cta_policy p;
     p.kind = mode::fixed;
     p.ctas = ctas;
     return p;
   }
+  /// The default: `choose_ctas` with the defaults above.
   static cta_policy automatic() noexcept { return cta_policy{}; }
 
   /// Throws `errc::invalid_argument` unless the numbers make sense.

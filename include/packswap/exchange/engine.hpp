@@ -75,11 +75,15 @@ struct engine_options {
 
 /// Counters of one engine, for tests and monitoring.
 struct engine_stats {
+  /// `submit` calls that succeeded.
   std::int64_t batches_submitted = 0;
+  /// `release` calls that succeeded.
   std::int64_t micro_steps_released = 0;
   std::int64_t packs_kept = 0;     ///< handed out in place
   std::int64_t packs_received = 0; ///< handed out from a receive buffer
+  /// Payload bytes received from other ranks.
   std::int64_t bytes_received = 0;
+  /// Payload bytes sent to other ranks.
   std::int64_t bytes_sent = 0;
   std::int64_t buffer_allocations = 0;  ///< receive-buffer (re)allocations since construction
   std::int64_t buffer_bytes = 0;        ///< receive-buffer bytes held now
@@ -168,8 +172,8 @@ class engine {
       "engine<T>: T does not model the transport concept (packswap/exchange/transport.hpp)");
 
  public:
-  using transport_type = Transport;
-  using stream_type = typename Transport::stream_type;
+  using transport_type = Transport;                    ///< the backend
+  using stream_type = typename Transport::stream_type; ///< the caller's stream (`host_stream`)
 
   /// Starts the worker. Throws `errc::invalid_argument` when `s` is not a valid shape, when
   /// `s.dp` differs from the transport's size, or when an option is out of range.
@@ -366,7 +370,9 @@ class engine {
     return out;
   }
 
+  /// This rank (the transport's).
   std::int32_t rank() const noexcept { return rank_; }
+  /// The shape of every global batch.
   const shape& batch_shape() const noexcept { return shape_; }
 
  private:

@@ -33,10 +33,10 @@ enum class fault_target {
 /// A fault and when it fires: at the `at`-th (0-based) operation of `target` on this rank.
 /// `short_data` and `corrupt_data` fire at the first such operation with a non-empty receive.
 struct fault {
-  fault_kind kind = fault_kind::none;
-  fault_target target = fault_target::exchange;
-  std::int64_t at = 0;
-  std::string message = "injected failure";
+  fault_kind kind = fault_kind::none;           ///< what goes wrong (`none`: nothing)
+  fault_target target = fault_target::exchange; ///< which operations count
+  std::int64_t at = 0;                          ///< the 0-based operation it fires at
+  std::string message = "injected failure";     ///< the error message of `fault_kind::fail`
 };
 
 /// A transport that forwards to `Inner` and injects one `fault`: the reliability tests' tool for
@@ -54,11 +54,19 @@ struct fault {
 template <class Inner>
 class fault_injecting_transport {
  public:
+  /// @name Transport concept
+  /// @{
+
+  /// The transport concept's members (see `is_transport_v`): `Inner`'s, with the fault
+  /// injected into the operations it targets.
   using stream_type = typename Inner::stream_type;
   using fence = typename Inner::fence;
   static constexpr memory_space memory = Inner::memory;
   static constexpr bool stream_ordered = Inner::stream_ordered;
 
+  /// @}
+
+  /// The completion handle of one operation.
   class request {
    public:
     request() = default;
@@ -75,14 +83,26 @@ class fault_injecting_transport {
     std::size_t block_ = 0;
   };
 
+  /// Forwards to `inner`, which must outlive this transport, and injects `f`.
   fault_injecting_transport(Inner& inner, fault f = {}) : inner_(&inner), fault_(std::move(f)) {}
 
+  /// @name Transport concept
+  /// @{
+
+  /// The transport concept's members (see `is_transport_v`): `Inner`'s, with the fault
+  /// injected into the operations it targets.
   std::int32_t rank() const noexcept { return inner_->rank(); }
   std::int32_t size() const noexcept { return inner_->size(); }
+  /// @}
 
   /// True once the fault fired.
   bool fired() const noexcept { return fired_.load(); }
 
+  /// @name Transport concept
+  /// @{
+
+  /// The transport concept's members (see `is_transport_v`): `Inner`'s, with the fault
+  /// injected into the operations it targets.
   void start_all_gather(request& req, span<const std::byte> mine, span<std::byte> all) {
     arm(req, fault_target::all_gather, gathers_++, true);
     req.gathered_ = all;
@@ -162,6 +182,7 @@ class fault_injecting_transport {
   void mark(fence& f) { inner_->mark(f); }
   void wait_fence(fence& f, stream_type s) { inner_->wait_fence(f, s); }
   void start_after(fence& f) { inner_->start_after(f); }
+  /// @}
 
  private:
   static recv_op* first_nonempty(span<recv_op> recvs) noexcept {

@@ -34,6 +34,7 @@ class threads_transport;
 /// new world after a failure.
 class threads_world {
  public:
+  /// A group of `size` ranks (>= 1).
   explicit threads_world(std::int32_t size)
       : size_(size), links_(checked_size(size) * checked_size(size) * channels),
         wakeups_(checked_size(size)) {}
@@ -120,13 +121,16 @@ class threads_transport : public detail::host_transport_base {
     std::vector<recv_op> gather_recvs_;
   };
 
+  /// Rank `rank` of `world`, which must outlive the transport.
   threads_transport(threads_world& world, std::int32_t rank) : world_(&world), rank_(rank) {
     PACKSWAP_EXPECTS(rank >= 0 && rank < world.size(), errc::invalid_argument,
                      "rank " << rank << " is outside a threads_world of " << world.size()
                              << " ranks");
   }
 
+  /// This rank.
   std::int32_t rank() const noexcept { return rank_; }
+  /// The number of ranks.
   std::int32_t size() const noexcept { return world_->size(); }
 
   /// Starts gathering `mine` from every rank into `all` (rank r's block at `r * mine.size()`).

@@ -49,9 +49,9 @@ enum class memory_space {
 /// One send of a group: `bytes` bytes at `data` to rank `peer`. `data` stays valid and unchanged
 /// until the request completes or is cancelled.
 struct send_op {
-  std::int32_t peer = 0;
-  const void* data = nullptr;
-  std::int64_t bytes = 0;
+  std::int32_t peer = 0;      ///< the receiving rank
+  const void* data = nullptr; ///< the payload, in the transport's memory
+  std::int64_t bytes = 0;     ///< payload size
 };
 
 /// One receive of a group: up to `bytes` bytes from rank `peer` into `data`. On completion the
@@ -59,10 +59,10 @@ struct send_op {
 /// when something is wrong; the engine checks it). The `recv_op` itself must stay at its address
 /// until the request completes or is cancelled.
 struct recv_op {
-  std::int32_t peer = 0;
-  void* data = nullptr;
-  std::int64_t bytes = 0;
-  std::int64_t received = -1;
+  std::int32_t peer = 0;      ///< the sending rank
+  void* data = nullptr;       ///< where the payload lands, in the transport's memory
+  std::int64_t bytes = 0;     ///< room at `data`
+  std::int64_t received = -1; ///< bytes the sender sent, set on completion
 };
 
 /// The "stream" of a host transport: none. Host transports complete on the host.

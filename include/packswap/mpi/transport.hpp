@@ -106,15 +106,19 @@ class mpi_transport : public detail::host_transport_base {
     }
   }
 
+  /// This rank.
   std::int32_t rank() const noexcept { return rank_; }
+  /// The number of ranks.
   std::int32_t size() const noexcept { return size_; }
 
+  /// Starts gathering `mine` from every rank into `all` (rank r's block at `r * mine.size()`).
   void start_all_gather(request& req, span<const std::byte> mine, span<std::byte> all) {
     detail::gather_as_p2p(rank_, size_, mine, all, req.gather_sends_, req.gather_recvs_);
     start(req, req.gather_sends_, req.gather_recvs_, gather_tag);
     req.gather_ = true;
   }
 
+  /// Starts a group of sends and receives.
   void start_exchange(request& req, span<const send_op> sends, span<recv_op> recvs) {
     start(req, sends, recvs, data_tag);
     req.gather_ = false;

@@ -19,8 +19,9 @@ struct comm_config {
   bool blocking = false;
   /// Per-communicator CTA limits (NCCL's `minCTAs`/`maxCTAs`); 0 leaves NCCL's default.
   int min_ctas = 0;
-  int max_ctas = 0;
+  int max_ctas = 0; ///< see `min_ctas`
 
+  /// The NCCL configuration these settings make.
   ncclConfig_t to_nccl() const noexcept {
     ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
     c.blocking = blocking ? 1 : 0;
@@ -64,9 +65,12 @@ inline void wait_ready(ncclComm_t comm, deadline until, const char* what) {
 class communicator_ref {
  public:
   communicator_ref() = default;
+  /// Refers to `comm`, which stays the caller's.
   explicit communicator_ref(ncclComm_t comm) noexcept : comm_(comm) {}
 
+  /// The NCCL handle.
   ncclComm_t get() const noexcept { return comm_; }
+  /// Whether it refers to a communicator.
   explicit operator bool() const noexcept { return comm_ != nullptr; }
 
   /// This rank in the communicator.
@@ -98,7 +102,9 @@ class communicator {
   communicator() = default;
   /// Adopts `comm`: this object destroys it.
   explicit communicator(ncclComm_t comm) noexcept : comm_(comm) {}
+  /// Takes over `other`'s communicator; `other` is left empty.
   communicator(communicator&& other) noexcept : comm_(std::exchange(other.comm_, nullptr)) {}
+  /// Destroys the communicator held, then takes over `other`'s.
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       reset();
@@ -124,8 +130,11 @@ class communicator {
     return out;
   }
 
+  /// The NCCL handle, still owned by this object.
   ncclComm_t get() const noexcept { return comm_; }
+  /// A non-owning handle to it.
   communicator_ref ref() const noexcept { return communicator_ref(comm_); }
+  /// Whether it holds a communicator.
   explicit operator bool() const noexcept { return comm_ != nullptr; }
 
   /// Aborts the communicator: its kernels stop, pending operations end in error, and it is gone.

@@ -26,8 +26,10 @@ namespace packswap::nccl {
 /// A failed CUDA runtime call; `status()` is what it returned.
 class cuda_error : public packswap::error {
  public:
+  /// An error with code `errc::cuda` for a call that returned `status`.
   cuda_error(cudaError_t status, const std::string& message)
       : packswap::error(errc::cuda, message), status_(status) {}
+  /// What the call returned.
   cudaError_t status() const noexcept { return status_; }
 
  private:
@@ -37,8 +39,10 @@ class cuda_error : public packswap::error {
 /// A failed NCCL call (or an asynchronous NCCL error); `status()` is the NCCL result.
 class nccl_error : public packswap::error {
  public:
+  /// An error with code `errc::nccl` for a call (or asynchronous error) that returned `status`.
   nccl_error(ncclResult_t status, const std::string& message)
       : packswap::error(errc::nccl, message), status_(status) {}
+  /// What the call returned.
   ncclResult_t status() const noexcept { return status_; }
 
  private:

@@ -65,9 +65,9 @@ struct transport_options {
 /// `packswap/exchange/transport.hpp`.
 class transport {
  public:
-  using stream_type = cudaStream_t;
-  static constexpr memory_space memory = memory_space::device;
-  static constexpr bool stream_ordered = true;
+  using stream_type = cudaStream_t;                            ///< the caller's stream
+  static constexpr memory_space memory = memory_space::device; ///< buffers are device memory
+  static constexpr bool stream_ordered = true; ///< completion is an event on the caller's stream
 
   /// A point on a stream: a CUDA event, created on first use.
   class fence {
@@ -145,7 +145,9 @@ class transport {
   /// the stream. Never throws.
   ~transport() { release_resources(); }
 
+  /// This rank.
   std::int32_t rank() const noexcept { return rank_; }
+  /// The number of ranks.
   std::int32_t size() const noexcept { return size_; }
 
   /// The stream every exchange runs on.
@@ -282,6 +284,7 @@ class transport {
     PACKSWAP_CUDA_TRY(cudaMallocAsync(&p, bytes, stream_));
     return p;
   }
+  /// Frees `p` (from `allocate`) in order on the exchange stream.
   void deallocate(void* p, std::size_t) noexcept {
     if (p != nullptr) {
       (void)PACKSWAP_CUDA_TRY_NOEXCEPT(cudaFreeAsync(p, stream_));

@@ -19,17 +19,16 @@ namespace packswap {
 /// the stream the buffer drains the same way.
 ///
 /// Opening with the oldest sample bounds reordering: a buffered sample is placed within `buffer`
-/// packs, so no sample starves. It also keeps large samples in the buffer, where they fill gaps:
-/// without lookahead, opening with the largest instead drains them (default preset, buffer 1,000:
-/// 97.9% efficiency against 98.9%); with the default lookahead the two differ by under 0.1 point.
+/// packs, so no sample starves. It also keeps large samples in the buffer, where they fill gaps
+/// (opening with the largest instead drains them, which matters most without lookahead).
 /// Samples are never split; image tokens are ignored (the imbalance of DESIGN.md §1).
 /// Deterministic: the packs depend only on the samples' token counts, in order, and on the
 /// parameters.
 ///
 /// Cost: a 64-ary bit tree over token counts finds the largest fitting size in a few word
-/// operations, plus at most `lookahead` pairs per pack; no allocation after the first. About 6
-/// million samples/s on one core at buffer 1,000 (bench/packing/pack.cpp). A `greedy_packer`
-/// holds no state between calls; one object may be used from many threads.
+/// operations, plus at most `lookahead` pairs per pack; no allocation after the first (throughput:
+/// docs/performance.md). A `greedy_packer` holds no state between calls; one object may be used
+/// from many threads.
 ///
 /// ```
 /// packswap::greedy_packer packer{/*capacity=*/8192, /*buffer=*/1000};

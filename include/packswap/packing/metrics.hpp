@@ -15,11 +15,11 @@ namespace packswap {
 /// so every statistic is one of the values, computed without floating point. `median` is the
 /// 50th percentile (the lower middle value when `n` is even). All zero when `n == 0`.
 struct percentiles {
-  std::int64_t min = 0;
-  std::int64_t median = 0;
-  std::int64_t p90 = 0;
-  std::int64_t p99 = 0;
-  std::int64_t max = 0;
+  std::int64_t min = 0;    ///< the smallest value
+  std::int64_t median = 0; ///< the 50th percentile
+  std::int64_t p90 = 0;    ///< the 90th percentile
+  std::int64_t p99 = 0;    ///< the 99th percentile
+  std::int64_t max = 0;    ///< the largest value
 };
 
 /// The nearest-rank percentiles of `values` (see `percentiles`).

@@ -51,6 +51,7 @@ class pack_list {
 
   /// The number of closed packs.
   std::size_t size() const noexcept { return tokens_.size(); }
+  /// Whether there is no closed pack.
   bool empty() const noexcept { return tokens_.empty(); }
 
   /// Sample ids of pack `p`, in placement order.

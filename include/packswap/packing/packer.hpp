@@ -19,6 +19,7 @@ struct is_packer<P,
                  std::void_t<decltype(std::declval<const P&>()(std::declval<const sample_set&>()))>>
     : std::is_same<pack_list,
                    decltype(std::declval<const P&>()(std::declval<const sample_set&>()))> {};
+/// `is_packer<P>::value`.
 template <class P>
 inline constexpr bool is_packer_v = is_packer<P>::value;
 

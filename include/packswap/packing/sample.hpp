@@ -109,6 +109,7 @@ class sample_set {
 
   /// The number of samples.
   std::size_t size() const noexcept { return tokens_.size(); }
+  /// Whether there is no sample.
   bool empty() const noexcept { return tokens_.empty(); }
 
   /// Tokens of sample `i` (image tokens included).

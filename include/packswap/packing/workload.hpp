@@ -19,9 +19,9 @@ namespace packswap {
 /// Integers drawn uniformly from `[lo, hi]`, picked with relative frequency `weight` among the
 /// bands of one list.
 struct weighted_band {
-  std::int64_t weight = 1;
-  std::int64_t lo = 0;
-  std::int64_t hi = 0;
+  std::int64_t weight = 1; ///< relative frequency, >= 0
+  std::int64_t lo = 0;     ///< smallest value drawn
+  std::int64_t hi = 0;     ///< largest value drawn, >= lo
 };
 
 /// One kind of sample in a workload mix, e.g. "single image with a caption".
@@ -34,18 +34,18 @@ struct sample_kind {
   std::string name;            ///< shown in reports, e.g. "single-image"
   std::int64_t weight = 1;     ///< relative frequency among the workload's kinds, >= 0
   std::int64_t min_images = 0; ///< images per sample, uniform in [min_images, max_images]
-  std::int64_t max_images = 0;
+  std::int64_t max_images = 0; ///< see `min_images`
   std::vector<weighted_band> image_sides; ///< image side bands; needed when max_images > 0
   std::vector<weighted_band> text_tokens; ///< text token bands, lo >= 1
   std::int64_t min_documents = 1; ///< documents per sample, uniform in [min, max] (see generate)
-  std::int64_t max_documents = 1;
+  std::int64_t max_documents = 1; ///< see `min_documents`
 };
 
 /// A named mix of sample kinds: what `generate` draws a stream from.
 struct workload {
-  std::string name;
-  std::string description;
-  std::vector<sample_kind> kinds;
+  std::string name;               ///< the preset's name, e.g. "vlm-pretrain"
+  std::string description;        ///< one line for reports
+  std::vector<sample_kind> kinds; ///< the mix
   /// The longest sample. A longer draw is trimmed: its last images are dropped while the images
   /// alone leave no room for one text token, then its text is shortened to fit (real pipelines
   /// resize or filter such samples; no sample is ever split).

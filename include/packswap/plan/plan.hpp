@@ -19,6 +19,7 @@ struct transfer {
   std::int32_t peer = 0;  ///< the other rank
   std::int64_t bytes = 0; ///< payload size
 
+  /// Same pack, peer and size.
   friend constexpr bool operator==(const transfer& x, const transfer& y) noexcept {
     return x.pack == y.pack && x.peer == y.peer && x.bytes == y.bytes;
   }
@@ -56,15 +57,21 @@ class plan {
   /// One past the last rank whose lists this plan holds.
   std::int32_t last_rank() const noexcept { return last_; }
 
+  /// The packs `rank` computes at micro-step `step`, ascending pack id (`mbs` of them).
   span<const std::int32_t> compute(std::int32_t rank, std::int32_t step) const {
     return slice(compute_, compute_off_, rank, step);
   }
+  /// Those of `compute(rank, step)` that `rank`'s own loader produced: used in place.
   span<const std::int32_t> keep(std::int32_t rank, std::int32_t step) const {
     return slice(keep_, keep_off_, rank, step);
   }
+  /// The packs of `rank`'s loader that another rank computes at micro-step `step`, each with
+  /// its receiver, by (peer, pack id).
   span<const transfer> sends(std::int32_t rank, std::int32_t step) const {
     return slice(send_, send_off_, rank, step);
   }
+  /// The packs `rank` computes at micro-step `step` that come from other ranks, each with its
+  /// sender, by (peer, pack id).
   span<const transfer> receives(std::int32_t rank, std::int32_t step) const {
     return slice(recv_, recv_off_, rank, step);
   }

@@ -173,6 +173,7 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// inter-node weight) they stand down, and the answer is the renaming alone.
 class refiner {
  public:
+  /// The stage-2 assignment for `packs` given stage 1's `stage1`; validates its inputs.
   assignment operator()(span<const pack_meta> packs, const shape& s, const assignment& stage1,
                         const refine_options& opt) const {
     validate_batch(packs, s);
@@ -204,6 +205,7 @@ struct is_refiner<P,
                        std::declval<span<const pack_meta>>(), std::declval<const shape&>(),
                        std::declval<const assignment&>(), std::declval<const refine_options&>()))> {
 };
+/// `is_refiner<P>::value`.
 template <class P>
 inline constexpr bool is_refiner_v = is_refiner<P>::value;
 

@@ -62,6 +62,8 @@ struct compute_model {
   cost_model vit{}; ///< ViT forward + backward (any terms it sets count too)
   llm_model llm{};  ///< LLM forward + backward
 
+  /// The ViT's and the LLM's time for a pack with features `f`, in microseconds; throws
+  /// `errc::overflow` past `std::int64_t`.
   std::int64_t operator()(const pack_features& f) const {
     return detail::checked_add(vit(f), llm(f), "pack compute time");
   }

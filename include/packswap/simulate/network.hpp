@@ -36,10 +36,10 @@ namespace packswap {
 /// auto us = net.transfer_us(0, 26'000'000, 1);       // one 26 MB pack to another node
 /// ```
 struct network_model {
-  std::int64_t intra_node_bytes_per_s = 150'000'000'000;
-  std::int64_t inter_node_bytes_per_s = 40'000'000'000;
-  std::int64_t latency_ns = 20'000;
-  std::int32_t ranks_per_node = 8;
+  std::int64_t intra_node_bytes_per_s = 150'000'000'000; ///< between GPUs of one node
+  std::int64_t inter_node_bytes_per_s = 40'000'000'000;  ///< between GPUs of different nodes
+  std::int64_t latency_ns = 20'000;                      ///< per message (one pack)
+  std::int32_t ranks_per_node = 8;                       ///< ranks r / ranks_per_node share a node
 
   /// The largest bandwidth accepted, 10 TB/s (it keeps the integer arithmetic exact).
   static constexpr std::int64_t max_bytes_per_s = 10'000'000'000'000;

@@ -30,6 +30,7 @@ struct pack_stream {
   std::vector<std::int64_t> bytes;      ///< payload per pack
   std::vector<std::int64_t> tokens;     ///< real tokens per pack
 
+  /// The number of packs.
   std::size_t size() const noexcept { return compute_us.size(); }
 };
 

@@ -168,15 +168,16 @@ inline batch_result simulate_step(const pack_stream& one_d, const pack_stream& t
 
 /// A method's sums over the steps of a run.
 struct method_totals {
-  std::int64_t steps = 0;
-  std::int64_t step_us = 0;
-  std::int64_t total_work_us = 0;
-  std::int64_t best_us = 0;
-  std::int64_t tokens = 0;
-  std::int64_t packs = 0;
-  std::int64_t moved_bytes = 0;
-  std::int64_t fallbacks = 0;
+  std::int64_t steps = 0;         ///< global batches added
+  std::int64_t step_us = 0;       ///< sum of `method_step::step_us`
+  std::int64_t total_work_us = 0; ///< sum of `method_step::total_work_us`
+  std::int64_t best_us = 0;       ///< sum of `method_step::best_us`
+  std::int64_t tokens = 0;        ///< sum of `method_step::tokens`
+  std::int64_t packs = 0;         ///< sum of `method_step::packs`
+  std::int64_t moved_bytes = 0;   ///< sum of `method_step::moved_bytes`
+  std::int64_t fallbacks = 0;     ///< batches with `method_step::fell_back`
 
+  /// Adds one global batch; throws `errc::overflow` when a sum leaves `std::int64_t`.
   void add(const method_step& r) {
     ++steps;
     step_us = detail::checked_add(step_us, r.step_us, "summed step time");
@@ -201,12 +202,12 @@ inline void accumulate(run_totals& totals, const batch_result& r) {
 
 /// What a run says about one method: the columns of `packswap-sim`'s report.
 struct method_summary {
-  packswap::method method = method::baseline;
-  double efficiency = 0.0;           ///< real tokens / (packs x capacity)
-  double waste = 0.0;                ///< 1 - sum of ideal steps / sum of steps, in [0, 1]
-  double step_time_ms = 0.0;         ///< mean step time
-  double relative_throughput = 0.0;  ///< real tokens per second / the baseline's
-  double bytes_moved_per_rank = 0.0; ///< bytes one rank sends per step, on average
+  packswap::method method = method::baseline; ///< the method summarized
+  double efficiency = 0.0;                    ///< real tokens / (packs x capacity)
+  double waste = 0.0;                         ///< 1 - sum of ideal steps / sum of steps, in [0, 1]
+  double step_time_ms = 0.0;                  ///< mean step time
+  double relative_throughput = 0.0;           ///< real tokens per second / the baseline's
+  double bytes_moved_per_rank = 0.0;          ///< bytes one rank sends per step, on average
   /// Sum of steps / sum of `method_step::best_us` - 1: what the best placement of the same packs
   /// would still save (0 for a method that reaches LB_A or LB_B and hides its exchange).
   double over_best = 0.0;

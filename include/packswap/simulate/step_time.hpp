@@ -39,6 +39,7 @@ enum class first_exchange {
 constexpr const char* to_string(exchange_mode m) noexcept {
   return m == exchange_mode::synchronous ? "synchronous" : "overlapped";
 }
+/// See `to_string(exchange_mode)`.
 constexpr const char* to_string(first_exchange f) noexcept {
   return f == first_exchange::exposed ? "exposed" : "prefetched";
 }
