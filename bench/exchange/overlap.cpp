@@ -1,10 +1,11 @@
-// Overlap that survives real compute (issue 6, §4): the exchange of micro-step m+1 next to eight
+// Overlap that survives real compute: the exchange of micro-step m+1 next to eight
 // bf16 8192^3 cuBLAS GEMMs (~10 ms on an H200) computing micro-step m, at world size 1 with every
 // pack crossing NCCL (self-sends), for 256 MiB and 1 GiB per micro-step.
 //
 // Rows: {bytes} x {NCCL's default CTAs, packswap's choice} x {synchronous, overlapped}, and
 // overlapped with fixed limits of 1, 2, 4, 8 and 16 CTAs.
-//  - synchronous: exchange, then GEMMs, strictly in turn (what the +1.7% run did).
+//  - synchronous: exchange, then GEMMs, strictly in turn (the order DESIGN.md §1 found to eat
+//    the gain).
 //  - overlapped: the engine, prefetching one micro-step ahead.
 // Counters, per micro-step: gemm_ms (the same steps of GEMMs with no exchange, measured right
 // before the row in the row's own loop shape, so that clock and power state match), exchange_ms
