@@ -56,7 +56,7 @@ if have("machine.txt"):
         info = dict(line.rstrip("\n").split(": ", 1) for line in f if ": " in line)
     sections.append(
         "## Machine\n\n"
-        f"packswap {info.get('packswap')} ({info.get('revision')}), {info.get('cpu')}, "
+        f"packswap {info.get('packswap')}, {info.get('cpu')}, "
         f"{info.get('cores')} cores, {info.get('memory')}, {info.get('compiler')}, "
         f"{info.get('date')}; timed figures are medians of {info.get('runs')} runs with the "
         "slowest run beside them.")
