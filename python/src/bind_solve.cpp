@@ -195,6 +195,23 @@ class py_solver {
   packswap::solver solver_;
 };
 
+// packswap._core.SolveWorker: the worker, joined without the GIL when Python drops it (the
+// worker never takes the GIL, but a join must not stall every other Python thread).
+class py_solve_worker : public solve_worker {
+ public:
+  py_solve_worker() = default;
+  py_solve_worker(const py_solve_worker&) = delete;
+  py_solve_worker& operator=(const py_solve_worker&) = delete;
+  ~py_solve_worker() {
+    if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+      py::gil_scoped_release nogil;
+      close();
+    } else {
+      close();
+    }
+  }
+};
+
 // The keyword arguments shared by solve, Solver.solve and SolveWorker.submit.
 #define PACKSWAP_SOLVE_KWARGS                                                                      \
   py::arg("dp"), py::arg("ga"),                                                                    \
@@ -359,15 +376,15 @@ from several threads are serialised.)")
            "Like packswap.solve, reusing this solver's working memory.")
       .def("release", &py_solver::release, "Frees the working memory kept from earlier calls.");
 
-  py::class_<solve_worker>(m, "SolveWorker", R"(One thread that solves batches in order.
+  py::class_<py_solve_worker>(m, "SolveWorker", R"(One thread that solves batches in order.
 
 Used by packswap.torch.Rebalancer: submit() copies the batch and returns a ticket, result()
 waits for it with the GIL released, close() joins the thread (idempotent; the destructor
 joins without holding the GIL).)")
       .def(py::init<>())
       .def("submit",
-           with_solve_args<solve_worker>(
-               [](solve_worker& self, batch_input& in, const solve_args& args) {
+           with_solve_args<py_solve_worker>(
+               [](py_solve_worker& self, batch_input& in, const solve_args& args) {
                  const shape s = args.batch_shape();
                  const solve_options opt = args.options();
                  in.build(s.dp);
@@ -376,7 +393,7 @@ joins without holding the GIL).)")
            py::arg("cost"), py::arg("bytes"), py::arg("source_rank"), PACKSWAP_SOLVE_KWARGS)
       .def(
           "result",
-          [](solve_worker& self, std::uint64_t ticket, double timeout_s) -> py::object {
+          [](py_solve_worker& self, std::uint64_t ticket, double timeout_s) -> py::object {
             const auto timeout = seconds(timeout_s);
             std::shared_ptr<solved_batch> out;
             {
@@ -391,12 +408,12 @@ joins without holding the GIL).)")
           py::arg("ticket"), py::arg("timeout"),
           "The Solution of `ticket`, or None when `timeout` seconds passed first.")
       .def("close",
-           [](solve_worker& self) {
+           [](py_solve_worker& self) {
              py::gil_scoped_release nogil;
              self.close();
            })
-      .def_property_readonly("closed", &solve_worker::closed)
-      .def_property_readonly("pending", &solve_worker::pending);
+      .def_property_readonly("closed", [](const py_solve_worker& self) { return self.closed(); })
+      .def_property_readonly("pending", [](const py_solve_worker& self) { return self.pending(); });
 
   m.def(
       "digest",
