@@ -73,6 +73,9 @@ def delivery(rank, world, configs, batches):
         local = [[make_pack(b, rank, i) for i in range(ppr)] for b in range(batches)]
         got = [[] for _ in range(batches)]
         cells = []
+        # Received packs kept past their micro-step stay intact: their receive buffer is not
+        # reused while they live (checked again once all batches are through).
+        held = []
         with Rebalancer(ga=ga, cost=pack_cost, mbs=mbs, timeout=60) as rb:
 
             def take(b, m, micro):
@@ -86,6 +89,7 @@ def delivery(rank, world, configs, batches):
                     else:
                         check_same(p, make_pack(batch, source, index))
                         assert all(t.is_contiguous() for t in p.values())
+                        held.append(p)
                     got[b].append((source * ppr + index, m))
 
             how = ci % 3
@@ -113,6 +117,8 @@ def delivery(rank, world, configs, batches):
                         rb.release(m)
                     cells.append((rb.solution.rank.tolist(), rb.solution.micro_step.tolist()))
             stats = rb.stats
+        for p in held:
+            check_same(p, make_pack(*p["id"].tolist()))
         out.append(dict(ga=ga, mbs=mbs, cells=cells, got=got, stats=stats))
     return out
 

@@ -3,6 +3,7 @@
 import datetime
 import itertools
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -40,6 +41,46 @@ class _Batch:
         self.schemas = None
         self.solution = None
         self.submit_event = None
+
+
+class _RecvPool:
+    """Receive buffers for CPU exchanges, reused once nothing refers to them any more.
+
+    Received tensors are views into their micro-step's buffer and may outlive the micro-step;
+    a buffer is reused only after every such view is gone. Each buffer is a numpy array whose
+    torch tensors (torch.from_numpy) hold a reference to it, so its reference count says whether
+    any tensor still uses it. Reusing warm memory spares the page faults that a fresh buffer of
+    megabytes costs on every micro-step. At most `keep` buffers are pooled; each grows (by half
+    at least) to the largest micro-step seen; more in use at once are allocated unpooled."""
+
+    def __init__(self, keep):
+        self._keep = keep
+        self._arrays = []
+
+    def take(self, nbytes):
+        free = [i for i in range(len(self._arrays)) if _unused(self._arrays[i])]
+        for i in free:
+            if self._arrays[i].nbytes >= nbytes:
+                return torch.from_numpy(self._arrays[i][:nbytes])
+        grown = max(nbytes, 4096)
+        if free:
+            i = free[0]
+            grown = max(grown, self._arrays[i].nbytes * 3 // 2)
+            self._arrays[i] = np.empty(grown, dtype=np.uint8)
+            return torch.from_numpy(self._arrays[i][:nbytes])
+        a = np.empty(grown, dtype=np.uint8)
+        if len(self._arrays) < self._keep:
+            self._arrays.append(a)
+        return torch.from_numpy(a[:nbytes])
+
+    def clear(self):
+        self._arrays = []
+
+
+def _unused(array):
+    # Nobody else refers to a pooled array when its only references are the pool's list, this
+    # function's parameter and getrefcount's own argument.
+    return sys.getrefcount(array) <= 3
 
 
 class _Exchange:
@@ -181,6 +222,8 @@ class Rebalancer:
         self._nslots = prefetch_depth + 1
         self._schema_capacity = 24 * self._ppr  # words; grows to what the packs need
         self._zeros = torch.zeros(_wire.ALIGN, dtype=torch.uint8, device=device)
+        # CUDA buffers come from torch's caching allocator, which reuses memory by itself.
+        self._recv_pool = _RecvPool(self._nslots + 2)
         self._stream = torch.cuda.Stream(device=device) if self._cuda else None
         self._stats = dict(batches=0, micro_steps=0, packs_kept=0, packs_received=0,
                            bytes_sent=0, bytes_received=0, exchanges_skipped=0)
@@ -396,6 +439,7 @@ class Rebalancer:
             self._batches.clear()
             self._exchanges.clear()
             self._retired.clear()
+            self._recv_pool.clear()
             self._worker.close()
             self._groups.destroy()
 
@@ -571,9 +615,14 @@ class Rebalancer:
             pieces = []
             for pack, _ in sends.tolist():
                 pieces += _wire.byte_pieces(b.tensors[pack - base], self._zeros)
-            send = (torch.cat(pieces) if pieces else
-                    torch.empty(0, dtype=torch.uint8, device=self.device))
-            recv = torch.empty(offset, dtype=torch.uint8, device=self.device)
+            if len(pieces) == 1:
+                send = pieces[0]  # one contiguous tensor: sent where it lies
+            elif pieces:
+                send = torch.cat(pieces)
+            else:
+                send = torch.empty(0, dtype=torch.uint8, device=self.device)
+            recv = (torch.empty(offset, dtype=torch.uint8, device=self.device) if self._cuda
+                    else self._recv_pool.take(offset))
             ex.recv = recv
             ex.holds = [send, b.tensors]
             return dist.all_to_all_single(recv, send, recv_split, send_split,
@@ -621,9 +670,12 @@ class Rebalancer:
             raise Error("cancelled", "this Rebalancer was closed")
 
     def _handshake(self, ranks_per_node, inter_node_weight):
-        names = ["protocol", "ga", "mbs", "prefetch_depth", "eps_ppm", "mode", "ranks_per_node",
-                 "inter_node_weight", "dp", "device_type"]
-        values = [_PROTOCOL, self.ga, self.mbs, self.prefetch_depth, round(self.eps * 1e6),
+        # The library's version too: another solver may plan the same batch differently.
+        major, minor, patch = (int(x) for x in _core.__version__.split("."))
+        names = ["protocol", "packswap version", "ga", "mbs", "prefetch_depth", "eps_ppm", "mode",
+                 "ranks_per_node", "inter_node_weight", "dp", "device_type"]
+        values = [_PROTOCOL, major * 1_000_000 + minor * 1_000 + patch, self.ga, self.mbs,
+                  self.prefetch_depth, round(self.eps * 1e6),
                   0 if self.mode == "per_micro_step" else 1, ranks_per_node, inter_node_weight,
                   self.dp, 1 if self._cuda else 0]
         mine = torch.tensor([_signed(_MAGIC)] + values, dtype=torch.int64)
