@@ -310,7 +310,16 @@ def faults(rank, world, timeout):
     except packswap.Error as e:
         seen["different ga"] = (e.code, str(e))
 
-    # 3-5. One rank fails mid-batch and stays alive: the others time out.
+    # 3. One rank plans differently (as another solver or other options would): every rank
+    # fails before anything of the batch is handed out.
+    _resync()
+    rb = Rebalancer(ga=4, cost=pack_cost, timeout=timeout)
+    if rank == 1:
+        rb._solve_kwargs["mode"] = "per_step"
+    seen["plans differ"] = _run_batches(rb, rank, 1)
+    rb.close()
+
+    # 4-6. One rank fails mid-batch and stays alive: the others time out.
     def raise_mid_step(b, m):
         if rank == 1 and b == 1 and m == 1:
             raise RuntimeError("boom")

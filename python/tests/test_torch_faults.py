@@ -1,5 +1,6 @@
-"""A rank that fails mid-batch, ranks built differently, a malformed batch: every rank ends in
-a clear error within the timeout; workers are joined and nothing is left running."""
+"""A rank that fails mid-batch, ranks built differently, a rank that plans differently, a
+malformed batch: every rank ends in a clear error within the timeout; workers are joined and
+nothing is left running."""
 
 import distributed
 import ranks
@@ -35,6 +36,10 @@ def test_every_fault_ends_in_a_clear_error_on_every_rank_within_the_timeout():
         code, message = seen["different ga"]
         assert code == "mismatch"
         assert "rank 1 has ga=2" in message
+
+        status, code, message, _ = seen["plans differ"]
+        assert status == "error" and code == "mismatch", seen["plans differ"]
+        assert "solved another plan" in message
 
         for name in ("raise mid-step", "malformed pack", "wrong pack count"):
             s = seen[name]

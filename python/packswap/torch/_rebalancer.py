@@ -541,10 +541,12 @@ class Rebalancer:
                                              f"{theirs[1]}: the ranks' calls went apart")
             if theirs[2] != mine[2]:
                 raise self._fail("mismatch", f"batch {b.index}: rank {r} gathered other "
-                                             f"metadata (digest {theirs[2]}, here {mine[2]})")
+                                             f"metadata (digest {_hex(theirs[2])}, here "
+                                             f"{_hex(mine[2])})")
             if theirs[3] != mine[3]:
                 raise self._fail("mismatch", f"batch {b.index}: rank {r} solved another plan "
-                                             f"(digest {theirs[3]}, here {mine[3]})")
+                                             f"(digest {_hex(theirs[3])}, here "
+                                             f"{_hex(mine[3])})")
         b.gathered = b.mine = None
         b.stage = _VERIFIED
 
@@ -714,6 +716,10 @@ def _int_arg(value, name, lowest):
 def _signed(word):
     word = int(word) & (2**64 - 1)
     return word - 2**64 if word >= 2**63 else word
+
+
+def _hex(word):
+    return f"{word & (2**64 - 1):016x}"
 
 
 def _code_of(e):
