@@ -176,8 +176,8 @@ def test_digest_is_the_fnv_digest_of_int64_words():
 
 def test_choose_ctas_follows_the_cpp_rule():
     ms = 1_000_000
-    assert packswap._core.choose_ctas(0, 0) == 4  # nothing measured: the starting count
-    assert packswap._core.choose_ctas(256 << 20, 10 * ms) == 4
-    assert packswap._core.choose_ctas(1 << 30, 10 * ms) == 4
-    assert packswap._core.choose_ctas(4 << 30, 10 * ms) == 13
-    assert packswap._core.choose_ctas(1 << 40, 10 * ms) == 32
+    assert packswap.choose_ctas(0, 0) == 4  # nothing measured: the starting count
+    assert packswap.choose_ctas(256 << 20, 10 * ms) == 4
+    assert packswap.choose_ctas(1 << 30, 10 * ms) == 4
+    assert packswap.choose_ctas(4 << 30, 10 * ms) == 13
+    assert packswap.choose_ctas(1 << 40, 10 * ms) == 32
