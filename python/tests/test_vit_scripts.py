@@ -1,5 +1,5 @@
-"""The GPU run's timing tool where there is no GPU: it says so and exits 77 (nothing measured);
-its CPU path writes a timing file the report reads."""
+"""The GPU run's scripts where there is no GPU: they say so and exit 77 (nothing measured); the
+timing tool's CPU path writes a timing file the report reads."""
 
 import os
 import pathlib
@@ -24,6 +24,15 @@ def gpu_visible():
 
 def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=120, **kw)
+
+
+def test_gpu_vit_says_no_gpu_is_visible_and_exits_77(tmp_path):
+    if gpu_visible():
+        pytest.skip("a GPU is visible: ./scripts/gpu-vit would measure")
+    r = run([str(REPO / "scripts" / "gpu-vit"), str(tmp_path / "out")])
+    assert r.returncode == 77, r.stdout + r.stderr
+    assert "no GPU visible" in r.stderr and "skipped" in r.stderr
+    assert not (tmp_path / "out").exists()  # nothing written, nothing built
 
 
 def test_the_timing_tool_exits_77_without_cuda(tmp_path):
