@@ -284,9 +284,11 @@ def choose_attention(device: torch.device, dtype: torch.dtype, head_dim: int,
                      log: Callable[[str], None] = lambda s: None) -> str:
     """The first backend (``ATTENTION``'s order, or only ``prefer``) that runs here and matches
     the per-image reference on a small pack, forward and backward, within ``tolerance``
-    (default: 3e-2 in fp16/bf16, 1e-4 in float32). Logs what it tried and why it passed over."""
+    (default: 5e-2 in fp16/bf16, where rounding the inputs alone moves the gradients by about 1%,
+    and 1e-4 in float32; attention that crosses images is off by far more, see the tests). Logs
+    what it tried and why it passed over."""
     if tolerance is None:
-        tolerance = 3e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-4
+        tolerance = 5e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-4
     names = [prefer] if prefer else list(ATTENTION)
     for name in names:
         if name not in ATTENTION:
