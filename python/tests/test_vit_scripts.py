@@ -77,13 +77,19 @@ def test_a_cpu_run_times_real_packs_and_the_report_reads_it(tmp_path):
 
 
 def test_a_budget_too_small_for_a_job_skips_it_and_says_why(tmp_path):
-    timings = tmp_path / "t.json"
-    r = run([sys.executable, str(VIT / "vit_time.py"), "--device", "cpu", "--dtype", "float32",
-             "--encoders", "tiny", "--calibration", "2", "--sources", "captioning/2d-512",
-             "--jobs", "tiny:captioning:64", "--warmup", "0", "--repeats", "1",
-             "--budget-s", "0.5", "--out", str(timings)])
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = vt.load(str(timings))
+    def time_with(budget, out):
+        r = run([sys.executable, str(VIT / "vit_time.py"), "--device", "cpu", "--dtype",
+                 "float32", "--encoders", "tiny", "--calibration", "2", "--sources",
+                 "captioning/2d-512", "--jobs", "tiny:vlm-pretrain:4096", "--warmup", "0",
+                 "--repeats", "1", "--budget-s", str(budget), "--out", str(out)])
+        assert r.returncode == 0, r.stdout + r.stderr
+        return vt.load(str(out))
+
+    # 4,095 full packs with images take minutes on the CPU; two small calibration packs, a second
+    doc = time_with(10, tmp_path / "a.json")
     assert len(doc["timings"]["tiny"]) == 2  # the calibration packs only
-    assert any(n.startswith("skipped tiny:captioning:64: 64 packs need about") for n in
+    assert any(n.startswith("skipped tiny:vlm-pretrain:4096: 4095 packs need about") for n in
                doc["notes"]), doc["notes"]
+    doc = time_with(0, tmp_path / "b.json")
+    assert doc["timings"]["tiny"] == {}
+    assert "tiny: out of budget after 0 of 2 calibration packs" in doc["notes"]
