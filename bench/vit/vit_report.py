@@ -139,11 +139,12 @@ def calibration_of(doc: dict, encoder: str) -> Optional[dict]:
         if t.get("fwd_ms"):
             fwd_share.append(float(np.median(t["fwd_ms"]) / np.median(t["ms"])))
 
-    repeat = []
+    repeat, log_ratio = [], []
     for k, ms in doc.get("repeat", {}).get(encoder, {}).items():
         first = doc["timings"][encoder][k]["ms"][0]
-        if first > 0:
+        if first > 0 and ms > 0:
             repeat.append(ms / first - 1.0)
+            log_ratio.append(math.log(ms / first))
 
     return {
         "encoder": encoder,
@@ -162,6 +163,8 @@ def calibration_of(doc: dict, encoder: str) -> Optional[dict]:
         "extended": extended,
         "forward_share": nearest_rank(fwd_share, 0.5) if fwd_share else None,
         "repeat": error_stats(repeat) if repeat else None,
+        # one run's noise: the spread of log(second / first) is sqrt(2) times it
+        "run_noise": float(np.std(log_ratio) / math.sqrt(2)) if len(log_ratio) >= 8 else None,
         "target_met": bool(error_stats(rel_fit)["p95"] <= P95_TARGET),
     }
 
@@ -175,10 +178,25 @@ def ratio_to(a: float, lower_bound: float) -> float:
     return a / lower_bound if lower_bound > 0 else (1.0 if a <= 0 else math.inf)
 
 
+def noise_floor(cells: vb.Cells, predicted: np.ndarray, dp: int, ga: int, noise: float,
+                trials: int = 32) -> Dict[str, float]:
+    """What A / LB_A of an assignment would be if the model were exact and each time carried one
+    run's noise: times = predicted * exp(noise * N(0, 1)), over `trials` seeded draws (median and
+    p95). A single run's noise alone lifts measured A above LB_A of the measured times: the
+    solver balances the prediction, LB_A sorts the noisy times."""
+    rng = np.random.RandomState(12345)
+    ratios = []
+    for _ in range(trials):
+        times = predicted * np.exp(noise * rng.standard_normal(predicted.size))
+        ratios.append(ratio_to(vb.a_of(vb.loads(times, cells, dp, ga)), vb.lb_a(times, dp, ga)))
+    return {"noise": noise, "median": nearest_rank(ratios, 0.5), "p95": nearest_rank(ratios, 0.95)}
+
+
 def balance_of(doc: dict, encoder: str, stream: str, dp: int, ga: int,
-               model: "packswap.CostModel") -> Optional[dict]:
+               model: "packswap.CostModel", run_noise: Optional[float] = None) -> Optional[dict]:
     """Every method's A, B and waste for the stream's first dp * ga packs; None when they were
-    not all timed."""
+    not all timed. With `run_noise` (one run's relative noise), also packswap eps 0's
+    `noise_floor`."""
     n = dp * ga
     if vt.measured_prefix(doc, encoder, stream) < n:
         return None
@@ -232,6 +250,8 @@ def balance_of(doc: dict, encoder: str, stream: str, dp: int, ga: int,
         met = bool(abs(meas - pred) <= REDUCTION_TARGET * abs(pred) + 1e-12)
         targets.append({"what": f"{key} reduction, no rebalancing -> packswap eps 0",
                         "measured": meas, "model": pred, "met": met})
+    out["noise_floor"] = (noise_floor(methods["packswap eps 0"][1], predicted, dp, ga, run_noise)
+                          if run_noise is not None else None)
     out["eps_0.01_A_over_lb_a"] = ratio_to(by["packswap eps 0.01"]["measured"]["A_ms"],
                                            out["lb_a_ms"]["measured"])
     out["targets"] = targets
@@ -388,6 +408,11 @@ def render(doc: dict, calibrations: List[dict], balances: List[dict]) -> str:
             else:
                 w(f"- {t['what']}: measured {t['measured'] * 100:.2f} points, model "
                   f"{t['model'] * 100:.2f} (within 10%): {ok}")
+        floor = bal.get("noise_floor")
+        if floor:
+            w(f"- what one run's noise alone gives (an exact model, times with the repeat check's "
+              f"{pct(floor['noise'])} noise per run): packswap eps 0 A / LB_A {floor['median']:.4f} "
+              f"(median of 32 draws; p95 {floor['p95']:.4f})")
         w(f"- packswap eps 0.01 (may exceed LB_A by 1% in model costs): measured A / LB_A "
           f"{bal['eps_0.01_A_over_lb_a']:.4f}")
     return "\n".join(out) + "\n"
@@ -403,7 +428,7 @@ def report(doc: dict, dps: Sequence[int], ga: int) -> Tuple[List[dict], List[dic
         model = cost_model_of(cal)
         for stream in doc["streams"]:
             for dp in dps:
-                bal = balance_of(doc, encoder, stream, dp, ga, model)
+                bal = balance_of(doc, encoder, stream, dp, ga, model, cal["run_noise"])
                 if bal is not None:
                     balances.append(bal)
     return calibrations, balances

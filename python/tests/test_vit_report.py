@@ -285,6 +285,32 @@ def test_the_report_prints_every_table_and_exits_0_when_every_target_is_met(tmp_
     assert (tmp_path / "r.json").stat().st_size > 0
 
 
+def test_the_noise_floor_is_what_one_runs_noise_alone_does_to_an_exact_model(doc, tables):
+    cals, bals = tables
+    # the fixture's noise is 1% per run; 16 repeats estimate it
+    assert cals[0]["run_noise"] == pytest.approx(0.01, rel=0.3)
+    for bal in bals:
+        floor = bal["noise_floor"]
+        assert floor["noise"] == next(c["run_noise"] for c in cals
+                                      if c["encoder"] == bal["encoder"])
+        assert 1.0 < floor["median"] <= floor["p95"] < 1.01
+    # no noise: packswap's assignment of an exact model reaches LB_A
+    d = text_only(doc, [])
+    for table in d["repeat"].values():
+        table.clear()
+    cal = vit_report.calibration_of(d, "vit-l14")
+    assert cal["run_noise"] is None
+    bal = vit_report.balance_of(d, "vit-l14", "vlm-pretrain", 16, GA,
+                                vit_report.cost_model_of(cal))
+    assert bal["noise_floor"] is None
+    ids = d["streams"]["vlm-pretrain"]["packs"][:256]
+    costs = vit_report.cost_model_of(cal).costs(vit_report.features_matrix(d, ids))
+    sol = packswap.solve(costs, np.zeros(256, dtype=np.int64), np.arange(256) // GA, dp=16,
+                         ga=GA)
+    exact = vit_report.noise_floor((sol.rank, sol.micro_step), costs / 1e3, 16, GA, 0.0)
+    assert exact["median"] == exact["p95"] == 1.0
+
+
 def test_measured_times_that_disagree_with_the_model_miss_the_balance_targets(doc):
     # The measured times of the batch's packs shuffled: the model's balance is not the GPU's.
     d = copy.deepcopy(doc)
