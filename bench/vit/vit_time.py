@@ -53,6 +53,9 @@ DEFAULT_JOBS = ("vit-l14:vlm-pretrain:1024,vit-l14:vlm-pretrain:4096,so400m:vlm-
                 "vit-l14:high-res:1024,so400m:high-res:1024,so400m:vlm-pretrain:4096")
 
 
+DEFAULT_CALIBRATION = 16  # packs per calibration source
+
+
 def parse_jobs(text: str) -> List[Tuple[str, str, int]]:
     jobs = []
     for item in filter(None, text.split(",")):
@@ -174,7 +177,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--encoders", default="vit-l14,so400m",
                     help=f"encoder shapes to calibrate ({', '.join(vm.SHAPES)})")
-    ap.add_argument("--calibration", type=int, default=16,
+    ap.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION,
                     help="calibration packs per source (%(default)s)")
     ap.add_argument("--sources", default=None,
                     help="calibration sources, comma-separated (default: all of vit_packs)")

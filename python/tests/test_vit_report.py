@@ -289,11 +289,16 @@ def test_the_noise_floor_is_what_one_runs_noise_alone_does_to_an_exact_model(doc
     cals, bals = tables
     # the fixture's noise is 1% per run; 16 repeats estimate it
     assert cals[0]["run_noise"] == pytest.approx(0.01, rel=0.3)
+    floors = {}
     for bal in bals:
         floor = bal["noise_floor"]
         assert floor["noise"] == next(c["run_noise"] for c in cals
                                       if c["encoder"] == bal["encoder"])
-        assert 1.0 < floor["median"] <= floor["p95"] < 1.01
+        assert 1.0 < floor["median"] <= floor["p95"] < 1.02
+        floors[bal["encoder"], bal["stream"], bal["dp"]] = floor["median"]
+    # more ranks, more noisy packs under each micro-step's maximum
+    for encoder in vit_fixture.TRUTH:
+        assert floors[encoder, "vlm-pretrain", 16] > floors[encoder, "vlm-pretrain", 4]
     # no noise: packswap's assignment of an exact model reaches LB_A
     d = text_only(doc, [])
     for table in d["repeat"].values():
