@@ -6,7 +6,13 @@ jobs() { nproc 2>/dev/null || echo 2; }
 
 # Debian packages the build, tests, examples and benchmarks need.
 packswap_packages=(cmake make g++ clang libclang-rt-14-dev libc++-14-dev libc++abi-14-dev doctest-dev libbenchmark-dev
-                   libopenmpi-dev openmpi-bin)
+                   libopenmpi-dev openmpi-bin
+                   python3 python3-dev python3-numpy python3-torch python3-pytest python3-pybind11
+                   pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv)
+
+# Debian's interpreter, the one that sees the python3-* packages above (a python3 found earlier on
+# PATH may be another one without them).
+packswap_python=/usr/bin/python3
 
 # Installs whatever is missing when running as root on Debian; otherwise only reports it.
 ensure_packages() {
