@@ -287,7 +287,7 @@ def preset_text(doc: dict, cal: dict) -> str:
     name = preset_name(cal["encoder"], m)
     where = machine_line(m)
     comment = (f"{enc.get('title') or cal['encoder']} encoder ({enc['description']}), "
-               f"{m.get('dtype')}, forward + backward of one pack, attention per image "
+               f"forward + backward of one pack, attention per image "
                f"({enc['attention']}): fitted by bench/vit/vit_report.py on {where}; "
                f"{cal['packs_fit']} packs: R^2 {cal['r_squared']:.4f}, relative error median "
                f"{pct(cal['fit']['median'])}, p95 {pct(cal['fit']['p95'])}.")
@@ -322,8 +322,10 @@ def render(doc: dict, calibrations: List[dict], balances: List[dict]) -> str:
     if doc.get("synthetic"):
         w(f"**Synthetic data, not a measurement:** {doc['synthetic']}")
         w("")
-    w(f"Measured on {machine_line(m)}. Calibration packs: {doc['settings'].get('warmup')} warm-up "
-      f"+ {doc['settings'].get('repeats')} timed runs each, median; stream packs: one run each.")
+    if not doc.get("synthetic"):
+        w(f"Measured on {machine_line(m)}. Calibration packs: {doc['settings'].get('warmup')} "
+          f"warm-up + {doc['settings'].get('repeats')} timed runs each, median; stream packs: one "
+          "run each.")
     for note in doc.get("notes", []):
         w(f"- note: {note}")
     for cal in calibrations:
@@ -405,14 +407,14 @@ def render(doc: dict, calibrations: List[dict], balances: List[dict]) -> str:
             ok = "met" if t["met"] else "MISSED"
             if "value" in t:
                 w(f"- {t['what']}: {t['value']:.4f} (<= {t['limit']:.2f}): {ok}")
+                floor = bal.get("noise_floor")
+                if floor:
+                    w(f"  - what one run's noise alone gives (an exact model, times with the "
+                      f"repeat check's {pct(floor['noise'])} noise per run): "
+                      f"{floor['median']:.4f} (median of 32 draws; p95 {floor['p95']:.4f})")
             else:
                 w(f"- {t['what']}: measured {t['measured'] * 100:.2f} points, model "
                   f"{t['model'] * 100:.2f} (within 10%): {ok}")
-        floor = bal.get("noise_floor")
-        if floor:
-            w(f"- what one run's noise alone gives (an exact model, times with the repeat check's "
-              f"{pct(floor['noise'])} noise per run): packswap eps 0 A / LB_A {floor['median']:.4f} "
-              f"(median of 32 draws; p95 {floor['p95']:.4f})")
         w(f"- packswap eps 0.01 (may exceed LB_A by 1% in model costs): measured A / LB_A "
           f"{bal['eps_0.01_A_over_lb_a']:.4f}")
     return "\n".join(out) + "\n"
