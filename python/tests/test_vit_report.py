@@ -341,7 +341,9 @@ def test_the_preset_is_cpp_named_after_encoder_gpu_and_dtype(doc, tables):
     text = vit_report.preset_text(real, cals[0])
     assert "inline cost_model vit_l14_h200_bf16() noexcept {" in text
     assert f"m.vit_fixed_fs = {cals[0]['model']['vit_fixed_fs']:,};".replace(",", "'") in text
-    assert "pack_fs" not in text and "NVIDIA H200 (driver 580.1, CUDA 13.0)" in text
+    assert "m.pack_fs" not in text  # terms left at 0 are not spelled out
+    comment = " ".join(line[4:] for line in text.splitlines() if line.startswith("/// "))
+    assert "NVIDIA H200 (driver 580.1, CUDA 13.0), torch 2.11.0, bfloat16" in comment
     assert all(len(line) <= 100 for line in text.splitlines())
     rendered = vit_report.render(real, cals, [])
     assert "```cpp" in rendered and "packswap.CostModel(vit_fixed_fs=" in rendered
