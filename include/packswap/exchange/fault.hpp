@@ -1,5 +1,6 @@
 #pragma once
 
+#include "packswap/detail/prng.hpp"
 #include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/transport.hpp"
@@ -39,6 +40,16 @@ struct fault {
   std::string message = "injected failure";
 };
 
+/// Random pauses a `fault_injecting_transport` adds, as a slow host or network would: before it
+/// starts an operation (on the thread that starts it) and before each wait (on the thread that
+/// waits), each with probability `percent` / 100 and a length uniform in [0, `max`]. The pauses
+/// follow from `seed`, but where they fall relative to other threads does not.
+struct jitter {
+  std::chrono::microseconds max{0};
+  std::int32_t percent = 0;
+  std::uint64_t seed = 0;
+};
+
 /// A transport that forwards to `Inner` and injects one `fault`: the reliability tests' tool for
 /// showing that every fault ends, on every rank, in a clear `packswap::error` within the engine's
 /// deadline, with the worker joined, buffers freed and no wrong pack handed out.
@@ -75,7 +86,9 @@ class fault_injecting_transport {
     std::size_t block_ = 0;
   };
 
-  fault_injecting_transport(Inner& inner, fault f = {}) : inner_(&inner), fault_(std::move(f)) {}
+  fault_injecting_transport(Inner& inner, fault f = {}, jitter j = {})
+      : inner_(&inner), fault_(std::move(f)), jitter_(j), start_rng_(j.seed),
+        wait_rng_(j.seed ^ 0x5bd1e995u) {}
 
   std::int32_t rank() const noexcept { return inner_->rank(); }
   std::int32_t size() const noexcept { return inner_->size(); }
@@ -84,6 +97,7 @@ class fault_injecting_transport {
   bool fired() const noexcept { return fired_.load(); }
 
   void start_all_gather(request& req, span<const std::byte> mine, span<std::byte> all) {
+    pause(start_rng_);
     arm(req, fault_target::all_gather, gathers_++, true);
     req.gathered_ = all;
     req.block_ = mine.size();
@@ -94,6 +108,7 @@ class fault_injecting_transport {
   }
 
   void start_exchange(request& req, span<const send_op> sends, span<recv_op> recvs) {
+    pause(start_rng_);
     bool eligible = true;
     if (fault_.kind == fault_kind::short_data || fault_.kind == fault_kind::corrupt_data) {
       eligible = first_nonempty(recvs) != nullptr;
@@ -107,6 +122,7 @@ class fault_injecting_transport {
   }
 
   bool wait(request& req, deadline until) {
+    pause(wait_rng_);
     if (req.hung_) {
       // A peer that hangs answers nothing, ever; sleep in short steps so that destruction and
       // abort are still prompt.
@@ -173,6 +189,12 @@ class fault_injecting_transport {
     return nullptr;
   }
 
+  void pause(prng& rng) const {
+    if (jitter_.max.count() > 0 && rng.chance(static_cast<std::uint64_t>(jitter_.percent), 100)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng.uniform(0, jitter_.max.count())));
+    }
+  }
+
   // Decides whether this operation carries the fault. A data fault whose operation has nothing to
   // damage moves on to the next one.
   void arm(request& req, fault_target target, std::int64_t index, bool eligible) {
@@ -193,6 +215,9 @@ class fault_injecting_transport {
 
   Inner* inner_;
   fault fault_;
+  jitter jitter_;
+  prng start_rng_;             // starting thread only
+  prng wait_rng_;              // waiting thread only
   std::int64_t gathers_ = 0;   // starting thread only
   std::int64_t exchanges_ = 0; // starting thread only
   std::atomic<bool> fired_{false};

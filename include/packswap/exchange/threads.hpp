@@ -1,11 +1,14 @@
 #pragma once
 
+#include "packswap/detail/prng.hpp"
 #include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/gather.hpp"
 #include "packswap/exchange/transport.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace packswap {
@@ -43,6 +47,11 @@ class threads_world {
   /// The number of ranks.
   std::int32_t size() const noexcept { return size_; }
 
+  /// For tests: from now on every copy of a pack pauses for a random time in [0, `max`] after
+  /// its receiver claimed it and before the bytes move, as a copy of a large pack on a busy
+  /// machine would; this widens the window in which a sender's buffer is being read.
+  void slow_copies(std::chrono::microseconds max) noexcept { copy_pause_us_ = max.count(); }
+
  private:
   friend class threads_transport;
   // Data and all-gather traffic use separate channels so that a gather can never match a pack.
@@ -68,6 +77,7 @@ class threads_world {
   }
 
   std::int32_t size_;
+  std::atomic<std::int64_t> copy_pause_us_{0};
   std::mutex mutex_;
   std::vector<link> links_;
   // One condition variable per rank: a rank sleeps on its own and is woken when a send to it is
@@ -120,7 +130,8 @@ class threads_transport : public detail::host_transport_base {
     std::vector<recv_op> gather_recvs_;
   };
 
-  threads_transport(threads_world& world, std::int32_t rank) : world_(&world), rank_(rank) {
+  threads_transport(threads_world& world, std::int32_t rank)
+      : world_(&world), rank_(rank), copy_rng_(static_cast<std::uint64_t>(rank) + 1) {
     PACKSWAP_EXPECTS(rank >= 0 && rank < world.size(), errc::invalid_argument,
                      "rank " << rank << " is outside a threads_world of " << world.size()
                              << " ranks");
@@ -287,6 +298,9 @@ class threads_transport : public detail::host_transport_base {
       }
       ++*s->copying;
       lock.unlock();
+      if (const auto most = world_->copy_pause_us_.load(std::memory_order_relaxed); most > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(copy_rng_.uniform(0, most)));
+      }
       const auto n = std::min(s->bytes, slot.op->bytes);
       if (n > 0) {
         std::memcpy(slot.op->data, s->data, static_cast<std::size_t>(n));
@@ -305,6 +319,7 @@ class threads_transport : public detail::host_transport_base {
 
   threads_world* world_;
   std::int32_t rank_;
+  prng copy_rng_; // the waiting thread's (`slow_copies`)
 };
 
 } // namespace packswap
