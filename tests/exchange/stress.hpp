@@ -212,6 +212,9 @@ inline config make_config(std::uint64_t seed, std::int64_t index, std::int32_t m
     if (c.injected.kind == fault_kind::alter_metadata && c.s.dp == 1) {
       c.injected.kind = fault_kind::fail; // one rank cannot disagree with itself
     }
+    if (c.injected.kind == fault_kind::corrupt_data) {
+      c.opt.verify_checksums = true; // without checksums nothing can catch it
+    }
     c.injected.target = c.injected.kind == fault_kind::alter_metadata ||
                                 (c.injected.kind != fault_kind::short_data &&
                                  c.injected.kind != fault_kind::corrupt_data && rng.chance(1, 4))
@@ -235,7 +238,9 @@ inline config make_config(std::uint64_t seed, std::int64_t index, std::int32_t m
 }
 
 /// A well-mixed function of one 64-bit word (one SplitMix64 step).
-inline std::uint64_t mix(std::uint64_t x) { return packswap::detail::splitmix64(x); }
+inline std::uint64_t mix(std::uint64_t x) {
+  return packswap::detail::splitmix64(x);
+}
 
 /// The identity of one pack's payload.
 inline std::uint64_t pack_key(const config& c, std::int64_t batch, std::int32_t rank,
@@ -243,7 +248,8 @@ inline std::uint64_t pack_key(const config& c, std::int64_t batch, std::int32_t 
   return mix(c.seed ^
              mix(static_cast<std::uint64_t>(c.index) * 1000003 +
                  static_cast<std::uint64_t>(batch) * 7919) ^
-             mix(static_cast<std::uint64_t>(rank) << 32 | static_cast<std::uint64_t>(index)));
+             mix(static_cast<std::uint64_t>(rank) * 0x9e3779b97f4a7c15ULL ^
+                 mix(static_cast<std::uint64_t>(index))));
 }
 
 /// The size of a pack, which every rank can compute.
@@ -306,7 +312,11 @@ struct payloads {
     const std::int64_t ppr = c.s.packs_per_rank();
     blocks.resize(static_cast<std::size_t>(ppr));
     packs.resize(static_cast<std::size_t>(ppr));
+    // Skewed costs, as a loader's shard gives them: some ranks hold many heavy packs (more than
+    // one micro-step's worth), so that balancing moves packs between ranks; uniform costs let most
+    // batches balance in place, and the test would exercise little but kept packs.
     prng costs(pack_key(c, batch, rank, -1));
+    const std::int64_t heavy_percent = costs.chance(3, 4) ? 0 : costs.uniform(60, 100);
     for (std::int64_t i = 0; i < ppr; ++i) {
       const std::int64_t bytes = pack_bytes(c, batch, rank, i);
       auto& block = blocks[static_cast<std::size_t>(i)];
@@ -314,7 +324,10 @@ struct payloads {
         block.reset(new unsigned char[static_cast<std::size_t>(bytes)]);
         fill(block.get(), bytes, pack_key(c, batch, rank, i));
       }
-      packs[static_cast<std::size_t>(i)] = local_pack{costs.uniform(0, 1000), bytes, block.get()};
+      const std::int64_t cost =
+          costs.uniform(0, 1000) *
+          (costs.chance(static_cast<std::uint64_t>(heavy_percent), 100) ? 20 : 1);
+      packs[static_cast<std::size_t>(i)] = local_pack{cost, bytes, block.get()};
     }
   }
 
@@ -450,12 +463,12 @@ rank_result run_rank(const config& c, Inner& inner, std::int32_t rank) {
       if (i == stop) {
         break;
       }
+      detail::pause(rng, c);
       if (i == abort_at) {
         e->abort("the stress test gave up");
         aborted = true;
         free_all(); // allowed the moment abort() returns
       }
-      detail::pause(rng, c);
       const call& at = c.calls[static_cast<std::size_t>(i)];
       if (at.kind == call::submit) {
         auto& p = mine[static_cast<std::size_t>(at.batch)];
