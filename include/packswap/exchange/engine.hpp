@@ -222,9 +222,7 @@ class engine {
       stop_ = true;
     }
     work_cv_.notify_all();
-    if (worker_.joinable()) {
-      worker_.join();
-    }
+    join_worker();
     free_buffers();
   }
 
@@ -250,36 +248,7 @@ class engine {
                      "rank " << rank_ << ": submit() of batch " << submitted_ << " while batches "
                              << finished << " and " << finished + 1
                              << " are unfinished; submit at most one batch ahead");
-    const std::int64_t k = submitted_;
-    batch_state& b = batch(k);
-    wait_worker_done_with(b);
-    b.index = k;
-    b.planned = false;
-    b.verified = false;
-    b.local.assign(packs.begin(), packs.end());
-    detail::meta_header h;
-    h.batch = static_cast<std::uint64_t>(k);
-    h.packs = static_cast<std::uint64_t>(ppr_);
-    h.flags = checksums_ ? detail::meta_header::checksummed : 0;
-    if constexpr (detail::has_tuning<Transport>::value) {
-      h.compute_ns = static_cast<std::uint64_t>(t_.compute_ns());
-    }
-    detail::put_header(b.gather_mine.data(), h);
-    for (std::size_t i = 0; i < packs.size(); ++i) {
-      const auto& p = packs[i];
-      const std::uint64_t sum =
-          checksums_ ? detail::payload_checksum(p.data, static_cast<std::size_t>(p.bytes)) : 0;
-      detail::put_record(b.gather_mine.data() + detail::meta_header_bytes +
-                             i * detail::meta_record_bytes,
-                         p.cost, p.bytes, sum);
-    }
-    auto rec = take_record(job::gather, k, -1);
-    auto& req = rec->req;
-    start(std::move(rec), [&] {
-      t_.start_all_gather(req, span<const std::byte>(b.gather_mine), span<std::byte>(b.gather_all));
-    });
-    ++submitted_;
-    pump();
+    guarded([&] { start_batch(packs); });
   }
 
   /// The packs of this rank's cell for micro-step `micro_step` of the current batch, ready to
@@ -299,26 +268,7 @@ class engine {
     PACKSWAP_EXPECTS(k < submitted_, errc::invalid_argument,
                      "rank " << rank_ << ": acquire(" << micro_step << ") of batch " << k
                              << ", which was not submitted");
-    pump();
-    slot_state& slot = slots_[static_cast<std::size_t>(s) % nslots_];
-    PACKSWAP_EXPECTS(slot.seq == s, errc::internal,
-                     "rank " << rank_ << ": micro-step " << s << " was not started");
-    batch_state& b = batch(k);
-    if constexpr (Transport::stream_ordered) {
-      t_.wait_fence(slot.ready, stream);
-    } else {
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_cv_.wait(lock, [&] { return (slot.done && b.verified) || failed_; });
-    }
-    throw_if_failed();
-    if constexpr (detail::has_tuning<Transport>::value) {
-      t_.compute_begin(stream);
-    }
-    held_ = true;
-    for (const auto& v : slot.views) {
-      (v.kept ? stats_.packs_kept : stats_.packs_received) += 1;
-    }
-    return micro_batch{k, micro_step, span<const pack_view>(slot.views), &b.sol};
+    return guarded([&] { return hand_out(micro_step, stream); });
   }
 
   /// Hands micro-step `micro_step`'s buffers back; the exchange of a later micro-step may start
@@ -331,16 +281,7 @@ class engine {
                      "rank " << rank_ << ": release(" << micro_step << ") but "
                              << (held_ ? "the acquired micro-step is " : "nothing is acquired; ")
                              << (held_ ? std::to_string(s % shape_.ga) : std::string()));
-    slot_state& slot = slots_[static_cast<std::size_t>(s) % nslots_];
-    if constexpr (detail::has_tuning<Transport>::value) {
-      t_.compute_end(stream);
-    }
-    t_.record(slot.released, stream);
-    slot.used = true;
-    held_ = false;
-    ++released_;
-    ++stats_.micro_steps_released;
-    pump();
+    guarded([&] { take_back(stream); });
   }
 
   /// Gives up: fails this engine with `errc::cancelled` and aborts the transport, so that the
@@ -351,6 +292,9 @@ class engine {
     } catch (...) {
       fail(error(errc::cancelled, "gave up"));
     }
+    // The worker cancels everything in flight on its way out, and a transport's cancel returns
+    // only once nothing reads or writes that operation's buffers.
+    join_worker();
   }
 
   /// Counters; from the caller's thread.
@@ -416,6 +360,97 @@ class engine {
   };
 
   batch_state& batch(std::int64_t k) { return batches_[static_cast<std::size_t>(k) % batch_ring]; }
+
+  // Runs the part of a call that changes the engine's state. Whatever it throws fails the engine
+  // first (the transport is aborted, the worker cancels what is in flight and is joined), so that
+  // when the exception reaches the caller nothing this rank started touches the caller's memory.
+  template <class F>
+  decltype(auto) guarded(F&& f) {
+    try {
+      return f();
+    } catch (const error& e) {
+      fail(e);
+    } catch (const std::exception& e) {
+      fail(error(errc::internal, e.what()));
+    }
+    throw_if_failed();
+    PACKSWAP_FAIL(errc::internal, "rank " << rank_ << ": a failed call did not fail the engine");
+  }
+
+  // submit() once its arguments were checked.
+  void start_batch(span<const local_pack> packs) {
+    const std::int64_t k = submitted_;
+    batch_state& b = batch(k);
+    wait_worker_done_with(b);
+    b.index = k;
+    b.planned = false;
+    b.verified = false;
+    b.local.assign(packs.begin(), packs.end());
+    detail::meta_header h;
+    h.batch = static_cast<std::uint64_t>(k);
+    h.packs = static_cast<std::uint64_t>(ppr_);
+    h.flags = checksums_ ? detail::meta_header::checksummed : 0;
+    if constexpr (detail::has_tuning<Transport>::value) {
+      h.compute_ns = static_cast<std::uint64_t>(t_.compute_ns());
+    }
+    detail::put_header(b.gather_mine.data(), h);
+    for (std::size_t i = 0; i < packs.size(); ++i) {
+      const auto& p = packs[i];
+      const std::uint64_t sum =
+          checksums_ ? detail::payload_checksum(p.data, static_cast<std::size_t>(p.bytes)) : 0;
+      detail::put_record(b.gather_mine.data() + detail::meta_header_bytes +
+                             i * detail::meta_record_bytes,
+                         p.cost, p.bytes, sum);
+    }
+    auto rec = take_record(job::gather, k, -1);
+    auto& req = rec->req;
+    start(std::move(rec), [&] {
+      t_.start_all_gather(req, span<const std::byte>(b.gather_mine), span<std::byte>(b.gather_all));
+    });
+    ++submitted_;
+    pump();
+  }
+
+  // acquire() once its arguments were checked.
+  micro_batch hand_out(std::int32_t micro_step, stream_type stream) {
+    const std::int64_t s = released_;
+    const std::int64_t k = s / shape_.ga;
+    pump();
+    slot_state& slot = slots_[static_cast<std::size_t>(s) % nslots_];
+    PACKSWAP_EXPECTS(slot.seq == s, errc::internal,
+                     "rank " << rank_ << ": micro-step " << s << " was not started");
+    batch_state& b = batch(k);
+    if constexpr (Transport::stream_ordered) {
+      t_.wait_fence(slot.ready, stream);
+    } else {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_cv_.wait(lock, [&] { return (slot.done && b.verified) || failed_; });
+    }
+    throw_if_failed();
+    if constexpr (detail::has_tuning<Transport>::value) {
+      t_.compute_begin(stream);
+    }
+    held_ = true;
+    for (const auto& v : slot.views) {
+      (v.kept ? stats_.packs_kept : stats_.packs_received) += 1;
+    }
+    return micro_batch{k, micro_step, span<const pack_view>(slot.views), &b.sol};
+  }
+
+  // release() once its arguments were checked.
+  void take_back(stream_type stream) {
+    const std::int64_t s = released_;
+    slot_state& slot = slots_[static_cast<std::size_t>(s) % nslots_];
+    if constexpr (detail::has_tuning<Transport>::value) {
+      t_.compute_end(stream);
+    }
+    t_.record(slot.released, stream);
+    slot.used = true;
+    held_ = false;
+    ++released_;
+    ++stats_.micro_steps_released;
+    pump();
+  }
 
   // Under mutex_ (or in the constructor).
   std::unique_ptr<record> new_record() {
@@ -652,13 +687,19 @@ class engine {
     if (!failed_.load()) {
       return;
     }
-    work_cv_.notify_all();
-    if (worker_.joinable()) {
-      worker_.join();
-    }
+    join_worker();
     free_buffers();
     std::lock_guard<std::mutex> lock(mutex_);
     throw *error_;
+  }
+
+  // Any thread (abort may come from a watchdog while the caller's thread fails too).
+  void join_worker() noexcept {
+    work_cv_.notify_all();
+    std::lock_guard<std::mutex> lock(join_mutex_);
+    if (worker_.joinable()) {
+      worker_.join();
+    }
   }
 
   // Any thread. The first error wins; it aborts the transport so that the other ranks fail too.
@@ -1018,6 +1059,7 @@ class engine {
   bool worker_exited_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
+  std::mutex join_mutex_; // serializes joining the worker
 
   // Worker only.
   std::vector<record*> watch_;
