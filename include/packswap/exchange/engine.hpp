@@ -85,7 +85,11 @@ struct engine_stats {
   std::int64_t buffer_bytes = 0;        ///< receive-buffer bytes held now
   std::int64_t request_allocations = 0; ///< transport requests created since construction
   bool worker_running = false;          ///< false once the worker was joined (after an error)
-  std::int32_t ctas = 0;                ///< exchange CTA limit in force (0: transport default)
+  /// Operations the transport could not stop within its deadline after an error (MPI: a rank
+  /// that neither took nor drained them). While not zero, the payloads of the batches in flight
+  /// may still be read, and the engine keeps its receive buffers rather than free them.
+  std::int64_t stray_operations = 0;
+  std::int32_t ctas = 0; ///< exchange CTA limit in force (0: transport default)
 };
 
 namespace detail {
@@ -101,6 +105,14 @@ struct has_tuning<
               decltype(std::declval<T&>().compute_ns()),
               decltype(std::declval<T&>().tune(std::int64_t{}, std::int64_t{})),
               decltype(std::declval<const T&>().ctas())>> : std::true_type {};
+
+// Optional transport member: operations it could not stop when they were cancelled (see
+// packswap/mpi/transport.hpp). While any remain, their buffers may still be used.
+template <class T, class = void>
+struct has_strays : std::false_type {};
+template <class T>
+struct has_strays<T, void_t<decltype(std::declval<const T&>().stray_operations())>>
+    : std::true_type {};
 
 /// The message of `e` without its `packswap [code]: ` prefix, for wrapping it in more context.
 inline std::string message_of(const std::exception& e) {
@@ -224,6 +236,12 @@ class engine {
     work_cv_.notify_all();
     join_worker();
     free_buffers();
+    if (strays()) {
+      // Operations the transport could not stop may still write into the batches' gather
+      // buffers and the receive buffers: leave them allocated.
+      (void)batches_.release();
+      (void)slots_.release();
+    }
   }
 
   /// Hands over this rank's packs of the next global batch (`ga * mbs` of them, in loader order)
@@ -304,6 +322,9 @@ class engine {
     std::lock_guard<std::mutex> lock(mutex_);
     out.worker_running = !worker_exited_;
     out.request_allocations = request_allocations_;
+    if constexpr (detail::has_strays<Transport>::value) {
+      out.stray_operations = t_.stray_operations();
+    }
     if constexpr (detail::has_tuning<Transport>::value) {
       out.ctas = t_.ctas();
     }
@@ -648,8 +669,8 @@ class engine {
 
   // Caller's thread, once the worker is gone: no transport operation touches the buffers.
   void free_buffers() noexcept {
-    if (!slots_) {
-      return;
+    if (!slots_ || strays()) {
+      return; // the transport may still write into them: they stay allocated
     }
     for (std::size_t i = 0; i < nslots_; ++i) {
       auto& slot = slots_[i];
@@ -662,6 +683,14 @@ class engine {
         slot.arena = nullptr;
         slot.capacity = 0;
       }
+    }
+  }
+
+  bool strays() const noexcept {
+    if constexpr (detail::has_strays<Transport>::value) {
+      return t_.stray_operations() > 0;
+    } else {
+      return false;
     }
   }
 
@@ -711,10 +740,10 @@ class engine {
         error_.emplace(e);
         first = true;
       }
-      failed_ = true;
     }
-    done_cv_.notify_all();
-    work_cv_.notify_all();
+    // The transport is aborted before the worker learns of the failure: the worker's cancels may
+    // abort it too (a transport that cannot withdraw an operation does), and the other ranks must
+    // hear this error, not that one.
     if (first) {
       try {
         t_.abort(e.code(), detail::message_of(e));
@@ -722,6 +751,12 @@ class engine {
         t_.abort(e.code(), "engine failure");
       }
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failed_ = true;
+    }
+    done_cv_.notify_all();
+    work_cv_.notify_all();
   }
 
   std::string context(const record& rec) const {

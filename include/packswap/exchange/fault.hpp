@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace packswap {
 
@@ -170,6 +171,12 @@ class fault_injecting_transport {
   void abort(errc code, const std::string& message) noexcept {
     aborted_ = true;
     inner_->abort(code, message);
+  }
+
+  /// `Inner::stray_operations()`, where `Inner` has it.
+  template <class I = Inner>
+  auto stray_operations() const noexcept -> decltype(std::declval<const I&>().stray_operations()) {
+    return inner_->stray_operations();
   }
 
   void* allocate(std::size_t bytes) { return inner_->allocate(bytes); }
