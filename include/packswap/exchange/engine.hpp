@@ -1,10 +1,14 @@
 #pragma once
 
 #include "packswap/balance/batch.hpp"
-#include "packswap/detail/digest.hpp"
 #include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/exchange/detail/batch.hpp"
+#include "packswap/exchange/detail/operations.hpp"
+#include "packswap/exchange/detail/receive_slot.hpp"
 #include "packswap/exchange/detail/wire.hpp"
+#include "packswap/exchange/engine_options.hpp"
+#include "packswap/exchange/micro_batch.hpp"
 #include "packswap/exchange/transport.hpp"
 #include "packswap/solve.hpp"
 
@@ -14,114 +18,15 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 namespace packswap {
-
-/// One pack this rank's loader produced, handed to `engine::submit`.
-struct local_pack {
-  std::int64_t cost = 0;      ///< compute cost in the cost model's integer unit, >= 0
-  std::int64_t bytes = 0;     ///< payload size, >= 0
-  const void* data = nullptr; ///< payload, in the transport's memory space (may be null if empty)
-};
-
-/// One pack of the caller's cell, as `engine::acquire` hands it out.
-struct pack_view {
-  std::int32_t pack = 0;         ///< pack id in the global batch (`source_rank * ga * mbs + index`)
-  std::int32_t source_rank = 0;  ///< the rank whose loader produced it
-  std::int32_t source_index = 0; ///< its index in that rank's `submit()`
-  std::int64_t bytes = 0;        ///< payload size
-  const void* data = nullptr;    ///< payload (host or device pointer, per the transport)
-  bool kept = false;             ///< true: the caller's own submitted buffer, used in place
-};
-
-/// The packs of one (rank, micro-step) cell, valid until `engine::release` of that micro-step.
-struct micro_batch {
-  std::int64_t batch = 0;                       ///< global batch index (0, 1, ... in submit order)
-  std::int32_t micro_step = 0;                  ///< micro-step in the batch, in execution order
-  span<const pack_view> packs;                  ///< ascending pack id; `mbs` entries
-  const packswap::solution* solution = nullptr; ///< the batch's solution (balance, movement, plan)
-};
-
-/// Options of an `engine`. Every rank must use the same values.
-struct engine_options {
-  /// Micro-steps exchanged ahead of the one being computed (>= 1). Memory: `prefetch_depth + 1`
-  /// receive buffers, each sized for the largest micro-step seen.
-  std::int32_t prefetch_depth = 1;
-  /// Let the first exchanges of the next global batch run during the last micro-steps of the
-  /// current one (needs the next batch `submit`ted before then).
-  bool prefetch_across_batches = true;
-  /// How long one transport operation may take once the worker waits for it before it fails with
-  /// `errc::timeout`. Must exceed the longest time ranks drift apart (about one micro-step).
-  std::chrono::milliseconds timeout = std::chrono::minutes(10);
-  /// Host transports: checksum every payload at `submit` and verify every received pack before
-  /// `acquire` hands it out. Ignored (no checksums) for device memory.
-  bool verify_checksums = true;
-  /// Route the packs a rank keeps through the transport as self-sends too (a test option: on one
-  /// GPU it makes every pack cross NCCL). Off: kept packs are used in place, never copied.
-  bool exchange_kept_packs = false;
-  /// The solver's options.
-  solve_options solver{};
-};
-
-/// Counters of one engine, for tests and monitoring.
-struct engine_stats {
-  std::int64_t batches_submitted = 0;
-  std::int64_t micro_steps_released = 0;
-  std::int64_t packs_kept = 0;     ///< handed out in place
-  std::int64_t packs_received = 0; ///< handed out from a receive buffer
-  std::int64_t bytes_received = 0;
-  std::int64_t bytes_sent = 0;
-  std::int64_t buffer_allocations = 0;  ///< receive-buffer (re)allocations since construction
-  std::int64_t buffer_bytes = 0;        ///< receive-buffer bytes held now
-  std::int64_t request_allocations = 0; ///< transport requests created since construction
-  bool worker_running = false;          ///< false once the worker was joined (after an error)
-  /// Operations the transport could not stop within its deadline after an error (MPI: a rank
-  /// that neither took nor drained them). While not zero, the payloads of the batches in flight
-  /// may still be read, and the engine keeps its receive buffers rather than free them.
-  std::int64_t stray_operations = 0;
-  std::int32_t ctas = 0; ///< exchange CTA limit in force (0: transport default)
-};
-
-namespace detail {
-
-// Optional transport members through which a GPU backend measures compute time and picks its
-// CTA limit (see packswap/nccl/transport.hpp); host transports do not have them.
-template <class T, class = void>
-struct has_tuning : std::false_type {};
-template <class T>
-struct has_tuning<
-    T, void_t<decltype(std::declval<T&>().compute_begin(std::declval<typename T::stream_type>())),
-              decltype(std::declval<T&>().compute_end(std::declval<typename T::stream_type>())),
-              decltype(std::declval<T&>().compute_ns()),
-              decltype(std::declval<T&>().tune(std::int64_t{}, std::int64_t{})),
-              decltype(std::declval<const T&>().ctas())>> : std::true_type {};
-
-// Optional transport member: operations it could not stop when they were cancelled (see
-// packswap/mpi/transport.hpp). While any remain, their buffers may still be used.
-template <class T, class = void>
-struct has_strays : std::false_type {};
-template <class T>
-struct has_strays<T, void_t<decltype(std::declval<const T&>().stray_operations())>>
-    : std::true_type {};
-
-/// The message of `e` without its `packswap [code]: ` prefix, for wrapping it in more context.
-inline std::string message_of(const std::exception& e) {
-  const std::string what = e.what();
-  const auto cut = what.find("]: ");
-  return what.rfind("packswap [", 0) == 0 && cut != std::string::npos ? what.substr(cut + 3) : what;
-}
-
-} // namespace detail
 
 /// The asynchronous exchange engine of one rank: per global batch it gathers every rank's pack
 /// metadata, solves and plans on its worker thread, and exchanges micro-step m+1 (up to
@@ -186,59 +91,40 @@ class engine {
   /// Starts the worker. Throws `errc::invalid_argument` when `s` is not a valid shape, when
   /// `s.dp` differs from the transport's size, or when an option is out of range.
   engine(Transport& transport, const shape& s, const engine_options& opt = {})
-      : t_(transport), shape_(s), opt_(opt), rank_(transport.rank()) {
-    validate(s);
-    PACKSWAP_EXPECTS(transport.size() == s.dp, errc::invalid_argument,
-                     "the transport has " << transport.size()
-                                          << " ranks, the shape has dp = " << s.dp);
-    PACKSWAP_EXPECTS(opt.prefetch_depth >= 1 && opt.prefetch_depth <= 64, errc::invalid_argument,
-                     "prefetch_depth is " << opt.prefetch_depth << ", must be in [1, 64]");
-    PACKSWAP_EXPECTS(opt.timeout.count() > 0, errc::invalid_argument,
-                     "timeout is " << opt.timeout.count() << " ms, must be positive");
-    checksums_ = opt.verify_checksums && Transport::memory == memory_space::host;
-    ppr_ = s.packs_per_rank();
-    nslots_ = static_cast<std::size_t>(opt.prefetch_depth) + 1;
-    batches_ = std::make_unique<batch_state[]>(batch_ring);
+      : t_(transport), shape_(s), opt_(opt), rank_(transport.rank()),
+        ppr_(checked(transport, s, opt).packs_per_rank()),
+        nslots_(static_cast<std::size_t>(opt.prefetch_depth) + 1),
+        checksums_(opt.verify_checksums && Transport::memory == memory_space::host),
+        batches_(std::make_unique<detail::batch_state[]>(batch_ring)),
+        slots_(std::make_unique<slot[]>(nslots_)),
+        // Enough for the usual steady state: a window of exchanges plus the gathers and digest
+        // checks of the batches in flight.
+        ops_(nslots_ + 2 * batch_ring) {
     for (std::size_t i = 0; i < batch_ring; ++i) {
-      auto& b = batches_[i];
-      b.local.reserve(static_cast<std::size_t>(ppr_));
-      b.gather_mine.resize(detail::meta_block_bytes(ppr_));
-      b.gather_all.resize(detail::meta_block_bytes(ppr_) * static_cast<std::size_t>(s.dp));
-      b.packs.resize(static_cast<std::size_t>(s.packs()));
-      b.sums.resize(static_cast<std::size_t>(s.packs()));
-      b.checksummed.resize(static_cast<std::size_t>(s.dp));
-      b.digest_mine.resize(digest_block);
-      b.digest_all.resize(digest_block * static_cast<std::size_t>(s.dp));
+      batches_[i].size_for(s);
     }
-    slots_ = std::make_unique<slot_state[]>(nslots_);
     for (std::size_t i = 0; i < nslots_; ++i) {
       slots_[i].views.reserve(static_cast<std::size_t>(s.mbs));
     }
-    // Enough requests for the usual steady state: a window of exchanges plus the gathers and
-    // digest checks of the batches in flight.
-    for (std::size_t i = 0; i < nslots_ + 2 * batch_ring; ++i) {
-      free_.push_back(new_record());
-    }
-    queue_.reserve(free_.size());
     worker_ = std::thread([this] { run(); });
   }
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  /// Stops and joins the worker, cancels whatever is in flight and frees the buffers. Never
-  /// throws.
+  /// Stops and joins the worker, which cancels whatever is in flight, and frees the buffers.
+  /// When it returns, no operation of this rank touches the payloads any more (see the class
+  /// comment for stream-ordered transports and stray operations). Never throws.
   ~engine() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
     }
-    work_cv_.notify_all();
     join_worker();
     free_buffers();
     if (strays()) {
       // Operations the transport could not stop may still write into the batches' gather
-      // buffers and the receive buffers: leave them allocated.
+      // buffers and the receive buffers: they stay allocated.
       (void)batches_.release();
       (void)slots_.release();
     }
@@ -302,16 +188,20 @@ class engine {
     guarded([&] { take_back(stream); });
   }
 
-  /// Gives up: fails this engine with `errc::cancelled` and aborts the transport, so that the
-  /// other ranks fail now instead of at their deadline. For catch blocks around a training step.
+  /// Gives up: fails this engine with `errc::cancelled`, aborts the transport so that the other
+  /// ranks fail now instead of at their deadline, and returns once the worker has stopped and
+  /// cancelled everything in flight. From then on no transport operation of this rank reads a
+  /// payload or writes a buffer it handed out, and no other rank reads this rank's payloads
+  /// (within the transport's own limits: see the class comment), so they may be freed at once.
+  /// For catch blocks around a training step; may also come from another thread (a watchdog),
+  /// where a call the driving thread is making then throws the error.
   void abort(const std::string& reason) noexcept {
     try {
-      fail(error(errc::cancelled, "rank " + std::to_string(rank_) + " gave up: " + reason));
+      fail(std::make_exception_ptr(
+          error(errc::cancelled, "rank " + std::to_string(rank_) + " gave up: " + reason)));
     } catch (...) {
-      fail(error(errc::cancelled, "gave up"));
+      fail(std::make_exception_ptr(error(errc::cancelled, "gave up")));
     }
-    // The worker cancels everything in flight on its way out, and a transport's cancel returns
-    // only once nothing reads or writes that operation's buffers.
     join_worker();
   }
 
@@ -321,7 +211,7 @@ class engine {
     out.batches_submitted = submitted_;
     std::lock_guard<std::mutex> lock(mutex_);
     out.worker_running = !worker_exited_;
-    out.request_allocations = request_allocations_;
+    out.request_allocations = ops_.created();
     if constexpr (detail::has_strays<Transport>::value) {
       out.stray_operations = t_.stray_operations();
     }
@@ -336,51 +226,28 @@ class engine {
 
  private:
   static constexpr std::size_t batch_ring = 3; // current, next, and one being recycled
-  static constexpr std::size_t digest_block = 16;
-  static constexpr std::size_t alignment = 256;
   static constexpr auto slice = std::chrono::milliseconds(10);
 
-  enum class job : std::uint8_t { gather, digest, exchange };
+  using op = detail::operation<Transport>;
+  using op_kind = detail::op_kind;
+  using slot = detail::receive_slot<Transport>;
 
-  // One started transport operation and what the worker needs to finish it.
-  struct record {
-    typename Transport::request req;
-    std::vector<send_op> sends;
-    std::vector<recv_op> recvs;
-    std::vector<std::int32_t> recv_packs;
-    job kind = job::exchange;
-    std::int64_t batch = 0;
-    std::int64_t seq = -1;
-    deadline due{};
-  };
+  static const shape& checked(const Transport& t, const shape& s, const engine_options& opt) {
+    validate(s);
+    PACKSWAP_EXPECTS(t.size() == s.dp, errc::invalid_argument,
+                     "the transport has " << t.size() << " ranks, the shape has dp = " << s.dp);
+    PACKSWAP_EXPECTS(opt.prefetch_depth >= 1 && opt.prefetch_depth <= 64, errc::invalid_argument,
+                     "prefetch_depth is " << opt.prefetch_depth << ", must be in [1, 64]");
+    PACKSWAP_EXPECTS(opt.timeout.count() > 0, errc::invalid_argument,
+                     "timeout is " << opt.timeout.count() << " ms, must be positive");
+    return s;
+  }
 
-  struct batch_state {
-    std::int64_t index = -1;
-    std::vector<local_pack> local;
-    std::vector<std::byte> gather_mine, gather_all;
-    std::vector<pack_meta> packs;
-    std::vector<std::uint64_t> sums;
-    std::vector<bool> checksummed;
-    packswap::solution sol;
-    std::vector<std::byte> digest_mine, digest_all;
-    std::int64_t tune_bytes = 0;
-    std::int64_t tune_ns = 0;
-    std::int64_t jobs = 0; // started and not finished by the worker (guarded)
-    bool planned = false;  // guarded
-    bool verified = false; // guarded
-  };
+  detail::batch_state& batch(std::int64_t k) {
+    return batches_[static_cast<std::size_t>(k) % batch_ring];
+  }
 
-  struct slot_state {
-    std::int64_t seq = -1;
-    void* arena = nullptr;
-    std::size_t capacity = 0;
-    std::vector<pack_view> views;
-    typename Transport::fence ready, released;
-    bool used = false;
-    bool done = false; // guarded
-  };
-
-  batch_state& batch(std::int64_t k) { return batches_[static_cast<std::size_t>(k) % batch_ring]; }
+  // ---- the caller's side ----
 
   // Runs the part of a call that changes the engine's state. Whatever it throws fails the engine
   // first (the transport is aborted, the worker cancels what is in flight and is joined), so that
@@ -389,10 +256,8 @@ class engine {
   decltype(auto) guarded(F&& f) {
     try {
       return f();
-    } catch (const error& e) {
-      fail(e);
-    } catch (const std::exception& e) {
-      fail(error(errc::internal, e.what()));
+    } catch (...) {
+      fail(std::current_exception());
     }
     throw_if_failed();
     PACKSWAP_FAIL(errc::internal, "rank " << rank_ << ": a failed call did not fail the engine");
@@ -401,7 +266,7 @@ class engine {
   // submit() once its arguments were checked.
   void start_batch(span<const local_pack> packs) {
     const std::int64_t k = submitted_;
-    batch_state& b = batch(k);
+    detail::batch_state& b = batch(k);
     wait_worker_done_with(b);
     b.index = k;
     b.planned = false;
@@ -423,10 +288,10 @@ class engine {
                              i * detail::meta_record_bytes,
                          p.cost, p.bytes, sum);
     }
-    auto rec = take_record(job::gather, k, -1);
-    auto& req = rec->req;
-    start(std::move(rec), [&] {
-      t_.start_all_gather(req, span<const std::byte>(b.gather_mine), span<std::byte>(b.gather_all));
+    op& o = take(op_kind::gather, k, -1);
+    start(o, [&] {
+      t_.start_all_gather(o.req, span<const std::byte>(b.gather_mine),
+                          span<std::byte>(b.gather_all));
     });
     ++submitted_;
     pump();
@@ -437,94 +302,81 @@ class engine {
     const std::int64_t s = released_;
     const std::int64_t k = s / shape_.ga;
     pump();
-    slot_state& slot = slots_[static_cast<std::size_t>(s) % nslots_];
-    PACKSWAP_EXPECTS(slot.seq == s, errc::internal,
+    slot& sl = slots_[static_cast<std::size_t>(s) % nslots_];
+    PACKSWAP_EXPECTS(sl.seq == s, errc::internal,
                      "rank " << rank_ << ": micro-step " << s << " was not started");
-    batch_state& b = batch(k);
+    detail::batch_state& b = batch(k);
     if constexpr (Transport::stream_ordered) {
-      t_.wait_fence(slot.ready, stream);
+      t_.wait_fence(sl.ready, stream);
     } else {
       std::unique_lock<std::mutex> lock(mutex_);
-      done_cv_.wait(lock, [&] { return (slot.done && b.verified) || failed_; });
+      done_cv_.wait(lock, [&] { return (sl.done && b.verified) || failed_; });
     }
     throw_if_failed();
     if constexpr (detail::has_tuning<Transport>::value) {
       t_.compute_begin(stream);
     }
     held_ = true;
-    for (const auto& v : slot.views) {
+    for (const auto& v : sl.views) {
       (v.kept ? stats_.packs_kept : stats_.packs_received) += 1;
     }
-    return micro_batch{k, micro_step, span<const pack_view>(slot.views), &b.sol};
+    return micro_batch{k, micro_step, span<const pack_view>(sl.views), &b.sol};
   }
 
   // release() once its arguments were checked.
   void take_back(stream_type stream) {
-    const std::int64_t s = released_;
-    slot_state& slot = slots_[static_cast<std::size_t>(s) % nslots_];
+    slot& sl = slots_[static_cast<std::size_t>(released_) % nslots_];
     if constexpr (detail::has_tuning<Transport>::value) {
       t_.compute_end(stream);
     }
-    t_.record(slot.released, stream);
-    slot.used = true;
+    t_.record(sl.released, stream);
+    sl.used = true;
     held_ = false;
     ++released_;
     ++stats_.micro_steps_released;
     pump();
   }
 
-  // Under mutex_ (or in the constructor).
-  std::unique_ptr<record> new_record() {
-    ++request_allocations_;
-    return std::make_unique<record>();
+  op& take(op_kind kind, std::int64_t k, std::int64_t seq) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ops_.take(kind, k, seq);
   }
 
-  std::unique_ptr<record> take_record(job kind, std::int64_t k, std::int64_t seq) {
-    std::unique_ptr<record> rec;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (free_.empty()) {
-        rec = new_record();
-      } else {
-        rec = std::move(free_.back());
-        free_.pop_back();
-      }
-    }
-    rec->kind = kind;
-    rec->batch = k;
-    rec->seq = seq;
-    return rec;
-  }
-
-  // Under mutex_.
-  void give_back(record* rec) { free_.push_back(std::unique_ptr<record>(rec)); }
-
-  // Starts an operation on the caller's thread and queues it for the worker. A failure to start
-  // fails the engine; an engine that failed meanwhile cancels what was just started.
+  // Starts `o` on the caller's thread and queues it for the worker. A start that throws started
+  // nothing (the transport contract); the error says which operation, and `guarded` fails the
+  // engine with it. An engine that failed meanwhile cancels what was just started.
   template <class Start>
-  void start(std::unique_ptr<record> owned, Start&& start_op) {
-    record* rec = owned.get();
+  void start(op& o, Start&& start_op) {
     try {
       start_op();
-    } catch (const std::exception& e) {
-      fail(error(code_of(e), context(*rec) + ": " + detail::message_of(e)));
-      throw_if_failed();
+    } catch (error& e) {
+      e.add_context(context(o));
+      give_back(o);
+      throw;
+    } catch (...) {
+      give_back(o);
+      throw;
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (failed_) {
       lock.unlock();
-      t_.cancel(rec->req);
+      t_.cancel(o.req);
+      give_back(o);
       throw_if_failed();
     }
-    ++batch(rec->batch).jobs;
-    queue_.push_back(owned.release());
+    ++batch(o.batch).jobs;
+    ops_.enqueue(o);
     lock.unlock();
     work_cv_.notify_one();
   }
 
-  static errc code_of(const std::exception& e) {
-    const auto* pe = dynamic_cast<const error*>(&e);
-    return pe != nullptr ? pe->code() : errc::internal;
+  void give_back(op& o) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      ops_.give_back(o);
+    } catch (...) {
+      // Out of memory for the idle list: the operation stays the pool's, unused.
+    }
   }
 
   // Starts every exchange the window allows, in order. Whether one starts depends only on the
@@ -547,22 +399,21 @@ class engine {
   void issue(std::int64_t s) {
     const std::int64_t k = s / shape_.ga;
     const auto m = static_cast<std::int32_t>(s % shape_.ga);
-    batch_state& b = batch(k);
+    detail::batch_state& b = batch(k);
     if (m == 0) {
       wait_planned(b);
       if constexpr (detail::has_tuning<Transport>::value) {
         t_.tune(b.tune_bytes, b.tune_ns);
       }
-      auto d = take_record(job::digest, k, -1);
-      auto& req = d->req;
-      start(std::move(d), [&] {
-        t_.start_all_gather(req, span<const std::byte>(b.digest_mine),
+      op& d = take(op_kind::digest, k, -1);
+      start(d, [&] {
+        t_.start_all_gather(d.req, span<const std::byte>(b.digest_mine),
                             span<std::byte>(b.digest_all));
       });
     }
-    slot_state& slot = slots_[static_cast<std::size_t>(s) % nslots_];
-    if (slot.used) {
-      t_.start_after(slot.released);
+    slot& sl = slots_[static_cast<std::size_t>(s) % nslots_];
+    if (sl.used) {
+      t_.start_after(sl.released);
     }
     const plan& p = b.sol.plan;
     const auto kept = p.keep(rank_, m);
@@ -571,25 +422,27 @@ class engine {
     const bool route_kept = opt_.exchange_kept_packs;
     std::size_t needed = 0;
     for (const auto& r : recvs) {
-      needed += align(r.bytes);
+      needed += slot::aligned(r.bytes);
     }
     if (route_kept) {
       for (const auto id : kept) {
-        needed += align(b.packs[static_cast<std::size_t>(id)].bytes);
+        needed += slot::aligned(b.packs[static_cast<std::size_t>(id)].bytes);
       }
     }
-    grow(slot, needed);
-    auto owned = take_record(job::exchange, k, s);
-    record* rec = owned.get();
-    rec->sends.clear();
-    rec->recvs.clear();
-    rec->recv_packs.clear();
-    auto* arena = static_cast<std::byte*>(slot.arena);
+    if (const auto grown = sl.grow(t_, needed); grown != 0) {
+      stats_.buffer_bytes += grown;
+      ++stats_.buffer_allocations;
+    }
+    op& o = take(op_kind::exchange, k, s);
+    o.sends.clear();
+    o.recvs.clear();
+    o.recv_packs.clear();
+    auto* arena = static_cast<std::byte*>(sl.arena);
     std::size_t offset = 0;
     const auto add_recv = [&](std::int32_t id, std::int32_t peer, std::int64_t bytes) {
-      rec->recvs.push_back(recv_op{peer, arena == nullptr ? nullptr : arena + offset, bytes, -1});
-      rec->recv_packs.push_back(id);
-      offset += align(bytes);
+      o.recvs.push_back(recv_op{peer, arena == nullptr ? nullptr : arena + offset, bytes, -1});
+      o.recv_packs.push_back(id);
+      offset += slot::aligned(bytes);
     };
     for (const auto& r : recvs) {
       add_recv(r.pack, r.peer, r.bytes);
@@ -600,15 +453,15 @@ class engine {
       }
     }
     for (const auto& t : sends) {
-      rec->sends.push_back(send_op{t.peer, local(b, t.pack).data, t.bytes});
+      o.sends.push_back(send_op{t.peer, local(b, t.pack).data, t.bytes});
       stats_.bytes_sent += t.bytes;
     }
     if (route_kept) {
       for (const auto id : kept) {
-        rec->sends.push_back(send_op{rank_, local(b, id).data, local(b, id).bytes});
+        o.sends.push_back(send_op{rank_, local(b, id).data, local(b, id).bytes});
       }
     }
-    slot.views.clear();
+    sl.views.clear();
     for (const auto id : p.compute(rank_, m)) {
       pack_view v;
       v.pack = id;
@@ -619,70 +472,38 @@ class engine {
       if (v.kept) {
         v.data = local(b, id).data;
       } else {
-        for (std::size_t i = 0; i < rec->recv_packs.size(); ++i) {
-          if (rec->recv_packs[i] == id) {
-            v.data = rec->recvs[i].data;
+        for (std::size_t i = 0; i < o.recv_packs.size(); ++i) {
+          if (o.recv_packs[i] == id) {
+            v.data = o.recvs[i].data;
             stats_.bytes_received += v.bytes;
           }
         }
       }
-      slot.views.push_back(v);
+      sl.views.push_back(v);
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      slot.seq = s;
-      slot.done = false;
+      sl.seq = s;
+      sl.done = false;
     }
-    start(std::move(owned), [&] {
-      t_.start_exchange(rec->req, span<const send_op>(rec->sends), span<recv_op>(rec->recvs));
-    });
-    t_.mark(slot.ready);
+    start(o,
+          [&] { t_.start_exchange(o.req, span<const send_op>(o.sends), span<recv_op>(o.recvs)); });
+    t_.mark(sl.ready);
   }
 
-  const local_pack& local(const batch_state& b, std::int32_t id) const {
+  const local_pack& local(const detail::batch_state& b, std::int32_t id) const {
     return b.local[static_cast<std::size_t>(id - rank_ * ppr_)];
   }
 
-  static std::size_t align(std::int64_t bytes) {
-    return (static_cast<std::size_t>(bytes) + alignment - 1) / alignment * alignment;
-  }
-
-  // Grows a receive buffer to `needed` bytes, by at least half its size so that a batch
-  // distribution with a bounded maximum stops allocating after a few batches.
-  void grow(slot_state& slot, std::size_t needed) {
-    if (needed <= slot.capacity) {
-      return;
-    }
-    std::size_t bytes = std::max(needed, slot.capacity + slot.capacity / 2);
-    bytes = (bytes + 4095) / 4096 * 4096;
-    if (slot.arena != nullptr) {
-      t_.deallocate(slot.arena, slot.capacity);
-      stats_.buffer_bytes -= static_cast<std::int64_t>(slot.capacity);
-      slot.arena = nullptr;
-      slot.capacity = 0;
-    }
-    slot.arena = t_.allocate(bytes);
-    slot.capacity = bytes;
-    stats_.buffer_bytes += static_cast<std::int64_t>(bytes);
-    ++stats_.buffer_allocations;
-  }
-
-  // Caller's thread, once the worker is gone: no transport operation touches the buffers.
+  // Caller's thread, once the worker is gone: nothing writes into the receive buffers any more,
+  // unless the transport reports operations it could not stop; then they stay allocated.
   void free_buffers() noexcept {
     if (!slots_ || strays()) {
-      return; // the transport may still write into them: they stay allocated
+      return;
     }
     for (std::size_t i = 0; i < nslots_; ++i) {
-      auto& slot = slots_[i];
-      if (slot.arena != nullptr) {
-        if (slot.used) {
-          t_.start_after(slot.released); // a GPU stream may still read it: free in order
-        }
-        t_.deallocate(slot.arena, slot.capacity);
-        stats_.buffer_bytes -= static_cast<std::int64_t>(slot.capacity);
-        slot.arena = nullptr;
-        slot.capacity = 0;
-      }
+      stats_.buffer_bytes -= static_cast<std::int64_t>(slots_[i].capacity);
+      slots_[i].release(t_);
     }
   }
 
@@ -694,7 +515,7 @@ class engine {
     }
   }
 
-  void wait_planned(batch_state& b) {
+  void wait_planned(detail::batch_state& b) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       done_cv_.wait(lock, [&] { return b.planned || failed_; });
@@ -704,7 +525,7 @@ class engine {
 
   // A batch record is reused two batches later; by then the worker is long done with it (its
   // last job came before a later batch's gather, which the caller has waited for).
-  void wait_worker_done_with(batch_state& b) {
+  void wait_worker_done_with(detail::batch_state& b) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       done_cv_.wait(lock, [&] { return b.jobs == 0 || failed_; });
@@ -712,14 +533,67 @@ class engine {
     throw_if_failed();
   }
 
+  // ---- failure: the first error wins ----
+
+  // Any thread. Keeps `e` when it is the first error and aborts the transport with it, so that
+  // the other ranks fail too; then wakes both threads.
+  void fail(std::exception_ptr e) noexcept {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) {
+        error_ = e;
+        first = true;
+      }
+    }
+    // The transport is aborted before the worker learns of the failure: the worker's cancels may
+    // abort it too (a transport that cannot withdraw an operation does), and the other ranks
+    // must hear this error, not that one.
+    if (first) {
+      abort_transport(e);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failed_ = true;
+    }
+    done_cv_.notify_all();
+    work_cv_.notify_all();
+  }
+
+  void abort_transport(const std::exception_ptr& e) noexcept {
+    errc code = errc::internal;
+    const char* message = "engine failure";
+    try {
+      std::rethrow_exception(e);
+    } catch (const error& x) {
+      code = x.code();
+      message = x.message();
+    } catch (const std::exception& x) {
+      message = x.what();
+    } catch (...) {
+      // Not a std::exception: the code and the generic message go out.
+    }
+    try {
+      t_.abort(code, message);
+    } catch (...) {
+      t_.abort(code, std::string()); // out of memory for the message
+    }
+  }
+
+  // Throws the first error, after joining the worker (which cancelled everything in flight) and
+  // freeing the buffers; returns when the engine has not failed.
   void throw_if_failed() {
     if (!failed_.load()) {
       return;
     }
     join_worker();
     free_buffers();
-    std::lock_guard<std::mutex> lock(mutex_);
-    throw *error_;
+    std::exception_ptr e;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      e = error_;
+    }
+    std::rethrow_exception(e);
   }
 
   // Any thread (abort may come from a watchdog while the caller's thread fails too).
@@ -731,49 +605,22 @@ class engine {
     }
   }
 
-  // Any thread. The first error wins; it aborts the transport so that the other ranks fail too.
-  void fail(const error& e) noexcept {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) {
-        error_.emplace(e);
-        first = true;
-      }
-    }
-    // The transport is aborted before the worker learns of the failure: the worker's cancels may
-    // abort it too (a transport that cannot withdraw an operation does), and the other ranks must
-    // hear this error, not that one.
-    if (first) {
-      try {
-        t_.abort(e.code(), detail::message_of(e));
-      } catch (...) {
-        t_.abort(e.code(), "engine failure");
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      failed_ = true;
-    }
-    done_cv_.notify_all();
-    work_cv_.notify_all();
-  }
-
-  std::string context(const record& rec) const {
+  // Where an operation belongs, for error messages.
+  std::string context(const op& o) const {
     std::ostringstream os;
-    os << "rank " << rank_ << ", batch " << rec.batch;
-    if (rec.kind == job::gather) {
+    os << "rank " << rank_ << ", batch " << o.batch;
+    if (o.kind == op_kind::gather) {
       os << ", metadata all-gather";
-    } else if (rec.kind == job::digest) {
+    } else if (o.kind == op_kind::digest) {
       os << ", digest all-gather";
     } else {
-      os << ", micro-step " << rec.seq % shape_.ga << ", peers ";
+      os << ", micro-step " << o.seq % shape_.ga << ", peers ";
       std::vector<std::int32_t> peers;
-      for (const auto& op : rec.sends) {
-        peers.push_back(op.peer);
+      for (const auto& x : o.sends) {
+        peers.push_back(x.peer);
       }
-      for (const auto& op : rec.recvs) {
-        peers.push_back(op.peer);
+      for (const auto& x : o.recvs) {
+        peers.push_back(x.peer);
       }
       std::sort(peers.begin(), peers.end());
       peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
@@ -790,29 +637,30 @@ class engine {
   // ---- the worker ----
 
   void run() noexcept {
-    bool stopped = false;
     try {
-      while (!stopped) {
-        record* rec = next_job();
-        if (rec == nullptr) {
+      for (;;) {
+        op* o = next_job();
+        if (o == nullptr) {
           break;
         }
-        if (Transport::stream_ordered && rec->kind == job::exchange) {
+        if (Transport::stream_ordered && o->kind == op_kind::exchange) {
           // Stream-ordered exchanges need nothing from the host: watch them for errors and the
           // deadline while gathers go on.
-          rec->due = exchange_clock::now() + opt_.timeout;
-          pop_front();
-          watch_.push_back(rec);
+          o->due = exchange_clock::now() + opt_.timeout;
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            ops_.pop_front();
+          }
+          ops_.watch(*o);
           continue;
         }
-        if (!wait_for(*rec)) {
-          stopped = true;
+        if (!wait_for(*o)) {
           break;
         }
-        finish(*rec);
+        finish(*o);
       }
-    } catch (const std::exception& e) {
-      fail(error(code_of(e), detail::message_of(e)));
+    } catch (...) {
+      fail(std::current_exception());
     }
     cancel_all();
     {
@@ -822,46 +670,32 @@ class engine {
     done_cv_.notify_all();
   }
 
-  // The oldest queued operation (left in the queue until finished, so that a failure cancels it),
-  // or null on stop or failure.
-  record* next_job() {
+  // The oldest queued operation (left in the queue until finished, so that a failure cancels
+  // it), or null on stop or failure.
+  op* next_job() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       if (stop_ || failed_) {
         return nullptr;
       }
-      if (head_ < queue_.size()) {
-        return queue_[head_];
+      if (op* o = ops_.front()) {
+        return o;
       }
-      if (watch_.empty()) {
+      if (ops_.watched().empty()) {
         work_cv_.wait(lock);
       } else {
         lock.unlock();
         poll_watch();
         lock.lock();
-        if (head_ == queue_.size() && !stop_ && !failed_ && !watch_.empty()) {
+        if (ops_.front() == nullptr && !stop_ && !failed_ && !ops_.watched().empty()) {
           work_cv_.wait_for(lock, std::chrono::microseconds(200));
         }
       }
     }
   }
 
-  void pop_front() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    pop_front_locked();
-  }
-
-  // Compacts in place: the queue never allocates once it reached its usual length.
-  void pop_front_locked() {
-    ++head_;
-    if (head_ * 2 >= queue_.size()) {
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-  }
-
-  // Waits for `rec` in slices, so that destruction never waits for a deadline. False on stop.
-  bool wait_for(record& rec) {
+  // Waits for `o` in slices, so that destruction never waits for a deadline. False on stop.
+  bool wait_for(op& o) {
     const deadline due = exchange_clock::now() + opt_.timeout;
     for (;;) {
       if (stop_ || failed_) {
@@ -870,9 +704,10 @@ class engine {
       const deadline until = std::min(due, exchange_clock::now() + slice);
       bool done = false;
       try {
-        done = t_.wait(rec.req, until);
-      } catch (const std::exception& e) {
-        throw error(code_of(e), context(rec) + ": " + detail::message_of(e));
+        done = t_.wait(o.req, until);
+      } catch (error& e) {
+        e.add_context(context(o));
+        throw;
       }
       if (done) {
         return true;
@@ -881,199 +716,122 @@ class engine {
         poll_watch();
       }
       if (exchange_clock::now() >= due) {
-        PACKSWAP_FAIL(errc::timeout, context(rec) << ": did not complete within "
-                                                  << opt_.timeout.count() << " ms");
+        PACKSWAP_FAIL(errc::timeout,
+                      context(o) << ": did not complete within " << opt_.timeout.count() << " ms");
       }
     }
   }
 
   // Stream-ordered exchanges: retire the completed ones, fail on error or past their deadline.
   void poll_watch() {
+    auto& watched = ops_.watched();
     std::size_t kept = 0;
-    for (std::size_t i = 0; i < watch_.size(); ++i) {
-      record* rec = watch_[i];
+    for (std::size_t i = 0; i < watched.size(); ++i) {
+      op& o = *watched[i];
       bool done = false;
       try {
-        done = t_.wait(rec->req, exchange_clock::now());
-      } catch (const std::exception& e) {
-        throw error(code_of(e), context(*rec) + ": " + detail::message_of(e));
+        done = t_.wait(o.req, exchange_clock::now());
+      } catch (error& e) {
+        e.add_context(context(o));
+        throw;
       }
       if (done) {
         std::lock_guard<std::mutex> lock(mutex_);
-        --batch(rec->batch).jobs;
-        mark_done(*rec);
-        give_back(rec);
+        --batch(o.batch).jobs;
+        mark_done(o);
+        ops_.give_back(o);
         done_cv_.notify_all();
         continue;
       }
-      if (exchange_clock::now() >= rec->due) {
-        PACKSWAP_FAIL(errc::timeout, context(*rec) << ": did not complete within "
-                                                   << opt_.timeout.count() << " ms");
+      if (exchange_clock::now() >= o.due) {
+        PACKSWAP_FAIL(errc::timeout,
+                      context(o) << ": did not complete within " << opt_.timeout.count() << " ms");
       }
-      watch_[kept++] = rec;
+      watched[kept++] = &o;
     }
-    watch_.resize(kept);
+    watched.resize(kept);
   }
 
   // Under mutex_. A stream-ordered slot may already hold a later micro-step (the caller reuses it
   // once the stream passed its release, without waiting for the worker to notice).
-  void mark_done(const record& rec) {
-    auto& slot = slots_[static_cast<std::size_t>(rec.seq) % nslots_];
-    if (slot.seq == rec.seq) {
-      slot.done = true;
+  void mark_done(const op& o) {
+    auto& sl = slots_[static_cast<std::size_t>(o.seq) % nslots_];
+    if (sl.seq == o.seq) {
+      sl.done = true;
     }
   }
 
-  void finish(record& rec) {
-    batch_state& b = batch(rec.batch);
-    if (rec.kind == job::gather) {
-      on_gathered(b, rec);
-    } else if (rec.kind == job::digest) {
-      on_digests(b, rec);
-    } else {
-      verify(b, rec);
+  void finish(op& o) {
+    detail::batch_state& b = batch(o.batch);
+    try {
+      if (o.kind == op_kind::gather) {
+        b.read_metadata(shape_, rank_);
+        try {
+          solver_.solve(span<const pack_meta>(b.packs), shape_, opt_.solver, b.sol);
+        } catch (error& e) {
+          e.add_context("the gathered metadata is not a valid batch");
+          throw;
+        }
+        b.after_solve(shape_);
+      } else if (o.kind == op_kind::digest) {
+        b.check_digests(shape_.dp);
+      } else {
+        // Host memory: nothing that arrived short, long or altered is handed out.
+        b.check_received(span<const recv_op>(o.recvs), span<const std::int32_t>(o.recv_packs),
+                         checksums_);
+      }
+    } catch (error& e) {
+      e.add_context(context(o));
+      throw;
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    if (rec.kind == job::gather) {
+    if (o.kind == op_kind::gather) {
       b.planned = true;
-    } else if (rec.kind == job::digest) {
+    } else if (o.kind == op_kind::digest) {
       b.verified = true;
     } else {
-      mark_done(rec);
+      mark_done(o);
     }
     --b.jobs;
-    pop_front_locked();
-    give_back(&rec);
+    ops_.pop_front();
+    ops_.give_back(o);
     done_cv_.notify_all();
   }
 
-  void on_gathered(batch_state& b, const record& rec) {
-    const std::size_t block = detail::meta_block_bytes(ppr_);
-    std::int64_t min_ns = 0;
-    for (std::int32_t r = 0; r < shape_.dp; ++r) {
-      const std::byte* in = b.gather_all.data() + static_cast<std::size_t>(r) * block;
-      const auto h = detail::get_header(in, r, rank_, static_cast<std::uint64_t>(b.index),
-                                        static_cast<std::uint64_t>(ppr_));
-      const auto ns = static_cast<std::int64_t>(h.compute_ns);
-      if (ns > 0 && (min_ns == 0 || ns < min_ns)) {
-        min_ns = ns;
-      }
-      b.checksummed[static_cast<std::size_t>(r)] =
-          (h.flags & detail::meta_header::checksummed) != 0;
-      for (std::int64_t i = 0; i < ppr_; ++i) {
-        const std::byte* p = in + detail::meta_header_bytes +
-                             static_cast<std::size_t>(i) * detail::meta_record_bytes;
-        const auto id = static_cast<std::size_t>(r * ppr_ + i);
-        b.packs[id] = pack_meta{static_cast<std::int64_t>(detail::get_u64(p)),
-                                static_cast<std::int64_t>(detail::get_u64(p + 8)), r};
-        b.sums[id] = detail::get_u64(p + 16);
-      }
-    }
-    try {
-      solver_.solve(span<const pack_meta>(b.packs), shape_, opt_.solver, b.sol);
-    } catch (const std::exception& e) {
-      throw error(code_of(e), context(rec) + ": the gathered metadata is not a valid batch: " +
-                                  detail::message_of(e));
-    }
-    detail::digest meta;
-    meta.bytes(reinterpret_cast<const unsigned char*>(b.gather_all.data()), b.gather_all.size());
-    detail::put_u64(b.digest_mine.data(), meta.value());
-    detail::put_u64(b.digest_mine.data() + 8, b.sol.plan.digest());
-    std::int64_t most = 0;
-    for (std::int32_t r = 0; r < shape_.dp; ++r) {
-      for (std::int32_t m = 0; m < shape_.ga; ++m) {
-        most = std::max({most, b.sol.plan.send_bytes(r, m), b.sol.plan.receive_bytes(r, m)});
-      }
-    }
-    b.tune_bytes = most;
-    b.tune_ns = min_ns;
-  }
-
-  void on_digests(batch_state& b, const record& rec) const {
-    const std::uint64_t meta = detail::get_u64(b.digest_mine.data());
-    const std::uint64_t plan = detail::get_u64(b.digest_mine.data() + 8);
-    std::ostringstream differ;
-    int shown = 0;
-    for (std::int32_t r = 0; r < shape_.dp; ++r) {
-      const std::byte* in = b.digest_all.data() + static_cast<std::size_t>(r) * digest_block;
-      const auto their_meta = detail::get_u64(in);
-      const auto their_plan = detail::get_u64(in + 8);
-      if ((their_meta != meta || their_plan != plan) && shown < 8) {
-        differ << (shown ? "; " : "") << "rank " << r << " has metadata digest 0x" << std::hex
-               << their_meta << " and plan digest 0x" << their_plan << std::dec;
-        ++shown;
-      }
-    }
-    PACKSWAP_EXPECTS(shown == 0, errc::mismatch,
-                     context(rec) << ": ranks disagree on the gathered metadata or the plan: this "
-                                  << "rank has metadata digest 0x" << std::hex << meta
-                                  << " and plan digest 0x" << plan << std::dec << ", "
-                                  << differ.str());
-  }
-
-  // Host memory: nothing that arrived short, long or altered is handed out.
-  void verify(const batch_state& b, const record& rec) const {
-    for (std::size_t i = 0; i < rec.recvs.size(); ++i) {
-      const auto& r = rec.recvs[i];
-      const auto id = rec.recv_packs[i];
-      PACKSWAP_EXPECTS(r.received == r.bytes, errc::mismatch,
-                       context(rec)
-                           << ": pack " << id << " from rank " << r.peer << " arrived with "
-                           << r.received << " bytes, expected " << r.bytes);
-      if (checksums_ && b.checksummed[static_cast<std::size_t>(r.peer)]) {
-        const auto sum = detail::payload_checksum(r.data, static_cast<std::size_t>(r.bytes));
-        PACKSWAP_EXPECTS(sum == b.sums[static_cast<std::size_t>(id)], errc::mismatch,
-                         context(rec)
-                             << ": pack " << id << " from rank " << r.peer
-                             << " is corrupted: checksum 0x" << std::hex << sum
-                             << ", its source sent 0x" << b.sums[static_cast<std::size_t>(id)]);
-      }
-    }
-  }
-
-  // Worker, on its way out: nothing it was given may still touch a buffer.
+  // Worker, on its way out: nothing it was given may still touch a buffer. Cancels outside the
+  // lock (a cancel may wait for copies in progress, or for other ranks to drain).
   void cancel_all() noexcept {
-    std::vector<record*> pending;
+    std::vector<op*> pending;
+    bool listed = true;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       try {
-        pending.assign(queue_.begin() + static_cast<std::ptrdiff_t>(head_), queue_.end());
+        ops_.unfinished(pending);
       } catch (...) {
-        // Out of memory: cancel them one by one below, under the lock.
-        for (std::size_t i = head_; i < queue_.size(); ++i) {
-          t_.cancel(queue_[i]->req);
-        }
+        listed = false; // out of memory: cancel them one by one below, under the lock
       }
     }
-    for (record* rec : pending) {
-      t_.cancel(rec->req);
-    }
-    for (record* rec : watch_) {
-      t_.cancel(rec->req);
+    for (op* o : pending) {
+      t_.cancel(o->req);
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    for (std::size_t i = head_; i < queue_.size(); ++i) {
-      --batch(queue_[i]->batch).jobs;
-      give_back(queue_[i]);
-    }
-    queue_.clear();
-    head_ = 0;
-    for (record* rec : watch_) {
-      --batch(rec->batch).jobs;
-      give_back(rec);
-    }
-    watch_.clear();
+    ops_.retire_unfinished([&](op& o) {
+      if (!listed) {
+        t_.cancel(o.req);
+      }
+      --batch(o.batch).jobs;
+    });
   }
 
   Transport& t_;
-  shape shape_;
-  engine_options opt_;
-  std::int32_t rank_;
-  std::int64_t ppr_ = 0;
-  std::size_t nslots_ = 0;
-  bool checksums_ = false;
-  std::unique_ptr<batch_state[]> batches_;
-  std::unique_ptr<slot_state[]> slots_;
+  const shape shape_;
+  const engine_options opt_;
+  const std::int32_t rank_;
+  const std::int64_t ppr_;
+  const std::size_t nslots_;
+  const bool checksums_;
+  std::unique_ptr<detail::batch_state[]> batches_;
+  std::unique_ptr<slot[]> slots_;
 
   // Caller's thread only.
   std::int64_t submitted_ = 0; // batches submitted
@@ -1086,18 +844,14 @@ class engine {
   mutable std::mutex mutex_;
   std::condition_variable work_cv_; // the worker waits for work or stop
   std::condition_variable done_cv_; // the caller waits for progress or failure
-  std::vector<std::unique_ptr<record>> free_;
-  std::vector<record*> queue_;
-  std::size_t head_ = 0;
-  std::int64_t request_allocations_ = 0;
-  std::optional<error> error_;
+  detail::operation_pool<Transport> ops_;
+  std::exception_ptr error_; // the first failure, rethrown by every later call
   bool worker_exited_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
   std::mutex join_mutex_; // serializes joining the worker
 
   // Worker only.
-  std::vector<record*> watch_;
   packswap::solver solver_; // keeps its working memory from batch to batch
 
   std::thread worker_; // last: started when everything above exists

@@ -201,10 +201,38 @@ struct is_transport<T, transport_expressions<T>>
 ///   transport's own stream; `t.wait_fence(f, s)`, `t.start_after(f)`: the caller's stream, or
 ///   later transport work, waits for `f` (no host blocking).
 ///
+/// Optional members: `t.stray_operations()` (operations `cancel` could not stop within the
+/// backend's deadline: while not zero their buffers may still be used, and the engine keeps its
+/// receive buffers), and the CTA-tuning hooks of `packswap::nccl::transport`.
+///
 /// Errors are `packswap::error` with `errc::transport` (or `cuda`/`nccl`); an abort seen from
 /// another rank keeps that rank's code and message.
 template <class T>
 inline constexpr bool is_transport_v = detail::is_transport<T>::value;
+
+namespace detail {
+
+// Optional members through which a GPU backend measures compute time and picks its CTA limit
+// (see packswap/nccl/transport.hpp); host transports do not have them.
+template <class T, class = void>
+struct has_tuning : std::false_type {};
+template <class T>
+struct has_tuning<
+    T, void_t<decltype(std::declval<T&>().compute_begin(std::declval<typename T::stream_type>())),
+              decltype(std::declval<T&>().compute_end(std::declval<typename T::stream_type>())),
+              decltype(std::declval<T&>().compute_ns()),
+              decltype(std::declval<T&>().tune(std::int64_t{}, std::int64_t{})),
+              decltype(std::declval<const T&>().ctas())>> : std::true_type {};
+
+// Optional member: operations a backend could not stop when they were cancelled (see
+// packswap/mpi/transport.hpp). While any remain, their buffers may still be used.
+template <class T, class = void>
+struct has_strays : std::false_type {};
+template <class T>
+struct has_strays<T, void_t<decltype(std::declval<const T&>().stray_operations())>>
+    : std::true_type {};
+
+} // namespace detail
 
 #if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// C++20 spelling of `is_transport_v`.
