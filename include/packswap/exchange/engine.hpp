@@ -4,6 +4,7 @@
 #include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/batch.hpp"
+#include "packswap/exchange/detail/engine_core.hpp"
 #include "packswap/exchange/detail/operations.hpp"
 #include "packswap/exchange/detail/receive_slot.hpp"
 #include "packswap/exchange/detail/wire.hpp"
@@ -60,30 +61,53 @@ namespace packswap {
 /// batch at least `prefetch_depth` micro-steps before it is needed to keep that off the critical
 /// path.
 ///
-/// Lifetime and ownership: the transport must outlive the engine. A submitted payload must stay
-/// valid and unchanged until `release` of that batch's last micro-step (for stream-ordered
-/// transports: until the caller's stream passes it). A `micro_batch` is valid until its `release`.
-/// Steady state allocates no payload memory: `prefetch_depth + 1` receive buffers are reused.
+/// Ownership: the transport must outlive the engine. The engine owns its receive buffers, the
+/// `micro_batch`es it hands out (valid until that micro-step's `release`) and every transport
+/// request; the caller owns the payloads it submits. Steady state allocates no payload memory:
+/// `prefetch_depth + 1` receive buffers are reused.
 ///
-/// Errors: a failure on the worker (transport error, timeout, mismatch, corrupted pack) aborts
-/// the transport so that other ranks fail too, joins the worker, frees the buffers, and is thrown
-/// by the caller's next call, with the rank, batch, micro-step and peers in the message; every
-/// later call throws it again. Every rank compares digests of the gathered metadata and of its
-/// plan (an all-gather of two words per batch), so ranks that disagree all fail with
-/// `errc::mismatch`. Host transports hand out nothing before that check, the length check and the
-/// payload checksum passed. Stream-ordered transports (NCCL) do not block `acquire` on them: the
-/// checks run on the worker as the events complete, and a failure aborts the exchange
-/// communicator and is thrown by the next call.
+/// When the caller may free (or reuse) a submitted payload, on every path:
+///  - normal: once `release` of its batch's last micro-step returned. Host transports: every
+///    exchange of the batch completed before its last `acquire` returned. Stream-ordered
+///    transports: once the stream passed to that `release` has passed it (synchronize it, or
+///    free with a stream-ordered free on it).
+///  - error: once any call has thrown the engine's error. The engine aborted the transport
+///    (the other ranks fail with this error), the worker cancelled everything in flight and was
+///    joined before the exception left the engine.
+///  - abort: once `abort()` returned (the same steps as an error; the next call throws
+///    `errc::cancelled`).
+///  - destruction, also mid-flight: once the destructor returned (it cancels everything in
+///    flight and joins the worker). A transport that cannot withdraw an operation in flight (MPI,
+///    NCCL) aborts when it is cancelled, so the other ranks then fail with `errc::cancelled`;
+///    the threads transport withdraws it, and a peer still waiting sees its deadline pass (call
+///    `abort` first to fail it now).
+/// "Cancelled" is each transport's promise, kept before its `cancel` returns: the threads
+/// transport takes this rank's sends out of the other ranks' mailboxes and waits for copies in
+/// progress; MPI gets every send taken (by a receive or by the peer's drain) and every receive
+/// completed; NCCL waits for its stream (see each transport). Where a transport cannot keep it
+/// within its deadline (MPI: a rank that neither exits nor notices the abort; NCCL: a stream
+/// that never drains), `stats().stray_operations` is not zero: keep the payloads alive (the
+/// engine keeps its own buffers). Stream-ordered transports: your own stream may still run
+/// kernels on the micro-batch and on kept packs (your payloads) after an error; synchronize it
+/// before freeing. A call refused for its arguments (`errc::invalid_argument`: out of order,
+/// wrong count) changes nothing: the engine runs on and the normal rule applies.
 ///
-/// Thread-safety: one caller thread drives an engine; there is exactly one worker thread, joined
-/// on destruction and on every error path. Destroying an engine mid-flight cancels what it
-/// started (peers waiting on it see their deadline pass; call `abort` first to fail them now).
+/// Errors: a failure on the worker (transport error, timeout, mismatch, corrupted pack) or in a
+/// call (a transport start, an allocation) fails the engine as above and is thrown by that call
+/// or the caller's next one, and again by every later call, as the same exception with its type
+/// kept: a backend's `nccl::nccl_error` stays one. `packswap::error`s carry the rank, batch,
+/// micro-step and peers in front of their message (`error::add_context`). Every rank compares
+/// digests of the gathered metadata and of its plan (an all-gather of two words per batch), so
+/// ranks that disagree all fail with `errc::mismatch`. Host transports hand out nothing before
+/// that check, the length check and the payload checksum passed. Stream-ordered transports
+/// (NCCL) do not block `acquire` on them: the checks run on the worker as the events complete,
+/// and a failure aborts the exchange communicator and is thrown by the next call.
+///
+/// Thread-safety: one caller thread drives an engine (`abort` may also come from another
+/// thread, such as a watchdog's); there is exactly one worker thread, joined on destruction and
+/// on every error path.
 template <class Transport>
-class engine {
-  static_assert(
-      is_transport_v<Transport>,
-      "engine<T>: T does not model the transport concept (packswap/exchange/transport.hpp)");
-
+class engine : private detail::engine_core<Transport> {
  public:
   using transport_type = Transport;
   using stream_type = typename Transport::stream_type;
@@ -91,23 +115,7 @@ class engine {
   /// Starts the worker. Throws `errc::invalid_argument` when `s` is not a valid shape, when
   /// `s.dp` differs from the transport's size, or when an option is out of range.
   engine(Transport& transport, const shape& s, const engine_options& opt = {})
-      : t_(transport), shape_(s), opt_(opt), rank_(transport.rank()),
-        ppr_(checked(transport, s, opt).packs_per_rank()),
-        nslots_(static_cast<std::size_t>(opt.prefetch_depth) + 1),
-        checksums_(opt.verify_checksums && Transport::memory == memory_space::host),
-        batches_(std::make_unique<detail::batch_state[]>(batch_ring)),
-        slots_(std::make_unique<slot[]>(nslots_)),
-        // Enough for the usual steady state: a window of exchanges plus the gathers and digest
-        // checks of the batches in flight.
-        ops_(nslots_ + 2 * batch_ring) {
-    for (std::size_t i = 0; i < batch_ring; ++i) {
-      batches_[i].size_for(s);
-    }
-    for (std::size_t i = 0; i < nslots_; ++i) {
-      slots_[i].views.reserve(static_cast<std::size_t>(s.mbs));
-    }
-    worker_ = std::thread([this] { run(); });
-  }
+      : detail::engine_core<Transport>(transport, s, opt) {}
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -115,20 +123,7 @@ class engine {
   /// Stops and joins the worker, which cancels whatever is in flight, and frees the buffers.
   /// When it returns, no operation of this rank touches the payloads any more (see the class
   /// comment for stream-ordered transports and stray operations). Never throws.
-  ~engine() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    join_worker();
-    free_buffers();
-    if (strays()) {
-      // Operations the transport could not stop may still write into the batches' gather
-      // buffers and the receive buffers: they stay allocated.
-      (void)batches_.release();
-      (void)slots_.release();
-    }
-  }
+  ~engine() = default;
 
   /// Hands over this rank's packs of the next global batch (`ga * mbs` of them, in loader order)
   /// and starts the metadata all-gather; solving happens on the worker. At most two batches may
@@ -190,11 +185,10 @@ class engine {
 
   /// Gives up: fails this engine with `errc::cancelled`, aborts the transport so that the other
   /// ranks fail now instead of at their deadline, and returns once the worker has stopped and
-  /// cancelled everything in flight. From then on no transport operation of this rank reads a
-  /// payload or writes a buffer it handed out, and no other rank reads this rank's payloads
-  /// (within the transport's own limits: see the class comment), so they may be freed at once.
-  /// For catch blocks around a training step; may also come from another thread (a watchdog),
-  /// where a call the driving thread is making then throws the error.
+  /// cancelled everything in flight: the payloads may be freed at once (see the class comment
+  /// for the transports' limits). For catch blocks around a training step. It may also come from
+  /// another thread (a watchdog); a call the driving thread is making then throws the error, and
+  /// the payloads may be freed once that call has thrown too.
   void abort(const std::string& reason) noexcept {
     try {
       fail(std::make_exception_ptr(
@@ -225,27 +219,34 @@ class engine {
   const shape& batch_shape() const noexcept { return shape_; }
 
  private:
-  static constexpr std::size_t batch_ring = 3; // current, next, and one being recycled
-  static constexpr auto slice = std::chrono::milliseconds(10);
-
-  using op = detail::operation<Transport>;
+  using core = detail::engine_core<Transport>;
+  using typename core::op;
+  using typename core::slot;
   using op_kind = detail::op_kind;
-  using slot = detail::receive_slot<Transport>;
-
-  static const shape& checked(const Transport& t, const shape& s, const engine_options& opt) {
-    validate(s);
-    PACKSWAP_EXPECTS(t.size() == s.dp, errc::invalid_argument,
-                     "the transport has " << t.size() << " ranks, the shape has dp = " << s.dp);
-    PACKSWAP_EXPECTS(opt.prefetch_depth >= 1 && opt.prefetch_depth <= 64, errc::invalid_argument,
-                     "prefetch_depth is " << opt.prefetch_depth << ", must be in [1, 64]");
-    PACKSWAP_EXPECTS(opt.timeout.count() > 0, errc::invalid_argument,
-                     "timeout is " << opt.timeout.count() << " ms, must be positive");
-    return s;
-  }
-
-  detail::batch_state& batch(std::int64_t k) {
-    return batches_[static_cast<std::size_t>(k) % batch_ring];
-  }
+  using core::batch;
+  using core::checksums_;
+  using core::context;
+  using core::done_cv_;
+  using core::fail;
+  using core::failed_;
+  using core::held_;
+  using core::issued_;
+  using core::join_worker;
+  using core::mutex_;
+  using core::nslots_;
+  using core::ops_;
+  using core::opt_;
+  using core::ppr_;
+  using core::rank_;
+  using core::released_;
+  using core::shape_;
+  using core::slots_;
+  using core::stats_;
+  using core::submitted_;
+  using core::t_;
+  using core::throw_if_failed;
+  using core::work_cv_;
+  using core::worker_exited_;
 
   // ---- the caller's side ----
 
@@ -495,26 +496,6 @@ class engine {
     return b.local[static_cast<std::size_t>(id - rank_ * ppr_)];
   }
 
-  // Caller's thread, once the worker is gone: nothing writes into the receive buffers any more,
-  // unless the transport reports operations it could not stop; then they stay allocated.
-  void free_buffers() noexcept {
-    if (!slots_ || strays()) {
-      return;
-    }
-    for (std::size_t i = 0; i < nslots_; ++i) {
-      stats_.buffer_bytes -= static_cast<std::int64_t>(slots_[i].capacity);
-      slots_[i].release(t_);
-    }
-  }
-
-  bool strays() const noexcept {
-    if constexpr (detail::has_strays<Transport>::value) {
-      return t_.stray_operations() > 0;
-    } else {
-      return false;
-    }
-  }
-
   void wait_planned(detail::batch_state& b) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -532,329 +513,6 @@ class engine {
     }
     throw_if_failed();
   }
-
-  // ---- failure: the first error wins ----
-
-  // Any thread. Keeps `e` when it is the first error and aborts the transport with it, so that
-  // the other ranks fail too; then wakes both threads.
-  void fail(std::exception_ptr e) noexcept {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) {
-        error_ = e;
-        first = true;
-      }
-    }
-    // The transport is aborted before the worker learns of the failure: the worker's cancels may
-    // abort it too (a transport that cannot withdraw an operation does), and the other ranks
-    // must hear this error, not that one.
-    if (first) {
-      abort_transport(e);
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      failed_ = true;
-    }
-    done_cv_.notify_all();
-    work_cv_.notify_all();
-  }
-
-  void abort_transport(const std::exception_ptr& e) noexcept {
-    errc code = errc::internal;
-    const char* message = "engine failure";
-    try {
-      std::rethrow_exception(e);
-    } catch (const error& x) {
-      code = x.code();
-      message = x.message();
-    } catch (const std::exception& x) {
-      message = x.what();
-    } catch (...) {
-      // Not a std::exception: the code and the generic message go out.
-    }
-    try {
-      t_.abort(code, message);
-    } catch (...) {
-      t_.abort(code, std::string()); // out of memory for the message
-    }
-  }
-
-  // Throws the first error, after joining the worker (which cancelled everything in flight) and
-  // freeing the buffers; returns when the engine has not failed.
-  void throw_if_failed() {
-    if (!failed_.load()) {
-      return;
-    }
-    join_worker();
-    free_buffers();
-    std::exception_ptr e;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      e = error_;
-    }
-    std::rethrow_exception(e);
-  }
-
-  // Any thread (abort may come from a watchdog while the caller's thread fails too).
-  void join_worker() noexcept {
-    work_cv_.notify_all();
-    std::lock_guard<std::mutex> lock(join_mutex_);
-    if (worker_.joinable()) {
-      worker_.join();
-    }
-  }
-
-  // Where an operation belongs, for error messages.
-  std::string context(const op& o) const {
-    std::ostringstream os;
-    os << "rank " << rank_ << ", batch " << o.batch;
-    if (o.kind == op_kind::gather) {
-      os << ", metadata all-gather";
-    } else if (o.kind == op_kind::digest) {
-      os << ", digest all-gather";
-    } else {
-      os << ", micro-step " << o.seq % shape_.ga << ", peers ";
-      std::vector<std::int32_t> peers;
-      for (const auto& x : o.sends) {
-        peers.push_back(x.peer);
-      }
-      for (const auto& x : o.recvs) {
-        peers.push_back(x.peer);
-      }
-      std::sort(peers.begin(), peers.end());
-      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
-      if (peers.empty()) {
-        os << "(none)";
-      }
-      for (std::size_t i = 0; i < peers.size(); ++i) {
-        os << (i ? ", " : "") << peers[i];
-      }
-    }
-    return os.str();
-  }
-
-  // ---- the worker ----
-
-  void run() noexcept {
-    try {
-      for (;;) {
-        op* o = next_job();
-        if (o == nullptr) {
-          break;
-        }
-        if (Transport::stream_ordered && o->kind == op_kind::exchange) {
-          // Stream-ordered exchanges need nothing from the host: watch them for errors and the
-          // deadline while gathers go on.
-          o->due = exchange_clock::now() + opt_.timeout;
-          {
-            std::lock_guard<std::mutex> lock(mutex_);
-            ops_.pop_front();
-          }
-          ops_.watch(*o);
-          continue;
-        }
-        if (!wait_for(*o)) {
-          break;
-        }
-        finish(*o);
-      }
-    } catch (...) {
-      fail(std::current_exception());
-    }
-    cancel_all();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      worker_exited_ = true;
-    }
-    done_cv_.notify_all();
-  }
-
-  // The oldest queued operation (left in the queue until finished, so that a failure cancels
-  // it), or null on stop or failure.
-  op* next_job() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      if (stop_ || failed_) {
-        return nullptr;
-      }
-      if (op* o = ops_.front()) {
-        return o;
-      }
-      if (ops_.watched().empty()) {
-        work_cv_.wait(lock);
-      } else {
-        lock.unlock();
-        poll_watch();
-        lock.lock();
-        if (ops_.front() == nullptr && !stop_ && !failed_ && !ops_.watched().empty()) {
-          work_cv_.wait_for(lock, std::chrono::microseconds(200));
-        }
-      }
-    }
-  }
-
-  // Waits for `o` in slices, so that destruction never waits for a deadline. False on stop.
-  bool wait_for(op& o) {
-    const deadline due = exchange_clock::now() + opt_.timeout;
-    for (;;) {
-      if (stop_ || failed_) {
-        return false;
-      }
-      const deadline until = std::min(due, exchange_clock::now() + slice);
-      bool done = false;
-      try {
-        done = t_.wait(o.req, until);
-      } catch (error& e) {
-        e.add_context(context(o));
-        throw;
-      }
-      if (done) {
-        return true;
-      }
-      if (Transport::stream_ordered) {
-        poll_watch();
-      }
-      if (exchange_clock::now() >= due) {
-        PACKSWAP_FAIL(errc::timeout,
-                      context(o) << ": did not complete within " << opt_.timeout.count() << " ms");
-      }
-    }
-  }
-
-  // Stream-ordered exchanges: retire the completed ones, fail on error or past their deadline.
-  void poll_watch() {
-    auto& watched = ops_.watched();
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < watched.size(); ++i) {
-      op& o = *watched[i];
-      bool done = false;
-      try {
-        done = t_.wait(o.req, exchange_clock::now());
-      } catch (error& e) {
-        e.add_context(context(o));
-        throw;
-      }
-      if (done) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        --batch(o.batch).jobs;
-        mark_done(o);
-        ops_.give_back(o);
-        done_cv_.notify_all();
-        continue;
-      }
-      if (exchange_clock::now() >= o.due) {
-        PACKSWAP_FAIL(errc::timeout,
-                      context(o) << ": did not complete within " << opt_.timeout.count() << " ms");
-      }
-      watched[kept++] = &o;
-    }
-    watched.resize(kept);
-  }
-
-  // Under mutex_. A stream-ordered slot may already hold a later micro-step (the caller reuses it
-  // once the stream passed its release, without waiting for the worker to notice).
-  void mark_done(const op& o) {
-    auto& sl = slots_[static_cast<std::size_t>(o.seq) % nslots_];
-    if (sl.seq == o.seq) {
-      sl.done = true;
-    }
-  }
-
-  void finish(op& o) {
-    detail::batch_state& b = batch(o.batch);
-    try {
-      if (o.kind == op_kind::gather) {
-        b.read_metadata(shape_, rank_);
-        try {
-          solver_.solve(span<const pack_meta>(b.packs), shape_, opt_.solver, b.sol);
-        } catch (error& e) {
-          e.add_context("the gathered metadata is not a valid batch");
-          throw;
-        }
-        b.after_solve(shape_);
-      } else if (o.kind == op_kind::digest) {
-        b.check_digests(shape_.dp);
-      } else {
-        // Host memory: nothing that arrived short, long or altered is handed out.
-        b.check_received(span<const recv_op>(o.recvs), span<const std::int32_t>(o.recv_packs),
-                         checksums_);
-      }
-    } catch (error& e) {
-      e.add_context(context(o));
-      throw;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (o.kind == op_kind::gather) {
-      b.planned = true;
-    } else if (o.kind == op_kind::digest) {
-      b.verified = true;
-    } else {
-      mark_done(o);
-    }
-    --b.jobs;
-    ops_.pop_front();
-    ops_.give_back(o);
-    done_cv_.notify_all();
-  }
-
-  // Worker, on its way out: nothing it was given may still touch a buffer. Cancels outside the
-  // lock (a cancel may wait for copies in progress, or for other ranks to drain).
-  void cancel_all() noexcept {
-    std::vector<op*> pending;
-    bool listed = true;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      try {
-        ops_.unfinished(pending);
-      } catch (...) {
-        listed = false; // out of memory: cancel them one by one below, under the lock
-      }
-    }
-    for (op* o : pending) {
-      t_.cancel(o->req);
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    ops_.retire_unfinished([&](op& o) {
-      if (!listed) {
-        t_.cancel(o.req);
-      }
-      --batch(o.batch).jobs;
-    });
-  }
-
-  Transport& t_;
-  const shape shape_;
-  const engine_options opt_;
-  const std::int32_t rank_;
-  const std::int64_t ppr_;
-  const std::size_t nslots_;
-  const bool checksums_;
-  std::unique_ptr<detail::batch_state[]> batches_;
-  std::unique_ptr<slot[]> slots_;
-
-  // Caller's thread only.
-  std::int64_t submitted_ = 0; // batches submitted
-  std::int64_t issued_ = 0;    // micro-steps whose exchange was started
-  std::int64_t released_ = 0;  // micro-steps released
-  bool held_ = false;          // a micro-step is acquired and not released
-  engine_stats stats_{};
-
-  // Shared with the worker, under mutex_.
-  mutable std::mutex mutex_;
-  std::condition_variable work_cv_; // the worker waits for work or stop
-  std::condition_variable done_cv_; // the caller waits for progress or failure
-  detail::operation_pool<Transport> ops_;
-  std::exception_ptr error_; // the first failure, rethrown by every later call
-  bool worker_exited_ = false;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> failed_{false};
-  std::mutex join_mutex_; // serializes joining the worker
-
-  // Worker only.
-  packswap::solver solver_; // keeps its working memory from batch to batch
-
-  std::thread worker_; // last: started when everything above exists
 };
 
 } // namespace packswap

@@ -101,6 +101,9 @@ struct threads_world::pending_send {
 ///
 /// Receives are completed by the receiving rank's `wait` (it copies from the sender's buffer),
 /// sends by the receiver having copied them; so two ranks make progress as long as both wait.
+/// `cancel` takes the request's sends that no receiver claimed out of the mailboxes and returns
+/// once every copy in progress from its buffers has finished (both under the world's lock): then
+/// no rank reads them any more, and the sender may free them. It needs no abort for that.
 /// Models `is_transport_v`. Ownership: refers to the world, which must outlive it.
 /// Thread-safety: see `packswap/exchange/transport.hpp`; any number of ranks may run at once.
 class threads_transport : public detail::host_transport_base {

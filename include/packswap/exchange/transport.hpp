@@ -191,8 +191,10 @@ struct is_transport<T, transport_expressions<T>>
 /// - `t.start_exchange(req, sends, recvs)`: starts a group of sends and receives.
 /// - `t.wait(req, deadline)`: true once `req` completed, false at the deadline; throws
 ///   `packswap::error` when it failed.
-/// - `t.cancel(req)`, `noexcept`: withdraws an unfinished request; afterwards the transport
-///   touches none of its buffers.
+/// - `t.cancel(req)`, `noexcept`: withdraws an unfinished request and returns once neither this
+///   rank nor any other reads or writes its buffers (the engine relies on this to let the
+///   caller free payloads after an error, an abort or its destruction). A backend that cannot
+///   withdraw an operation in flight may abort to get there.
 /// - `t.abort(code, message)`, `noexcept`: fails every pending and later operation here and, as
 ///   far as the backend can, on the other ranks.
 /// - `t.allocate(n)`, `t.deallocate(p, n)` (`noexcept`): buffers in `T::memory`, stream-ordered
