@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -51,18 +53,43 @@ constexpr const char* to_string(errc code) noexcept {
 ///
 /// `what()` reads `packswap [<code>]: <message>`, where the message names the offending item and
 /// its values, e.g. `packswap [invalid_argument]: sample 17 has 9001 tokens, capacity is 8192`.
+/// Copies share the text, so copying never throws.
 class error : public std::runtime_error {
  public:
   /// An error with code `code`; `message` names what was wrong, with its values.
   error(errc code, const std::string& message)
-      : std::runtime_error("packswap [" + std::string(to_string(code)) + "]: " + message),
-        code_(code) {}
+      : std::runtime_error(std::string()), code_(code),
+        text_(std::make_shared<const std::string>(prefix(code) + message)),
+        message_at_(prefix(code).size()) {}
 
   /// The error code; stable, unlike the message text.
   errc code() const noexcept { return code_; }
 
+  /// `packswap [<code>]: <message>`.
+  const char* what() const noexcept override { return text_->c_str(); }
+
+  /// The message alone, without the `packswap [<code>]: ` prefix.
+  const char* message() const noexcept { return text_->c_str() + message_at_; }
+
+  /// Puts `context: ` in front of the message and keeps the code and the dynamic type: for code
+  /// that catches an error by reference to say where it happened and rethrows it with `throw;`.
+  ///
+  /// ```
+  /// try { t.wait(req, until); }
+  /// catch (packswap::error& e) { e.add_context("rank 3, batch 7"); throw; }
+  /// ```
+  void add_context(const std::string& context) {
+    text_ = std::make_shared<const std::string>(prefix(code_) + context + ": " + message());
+  }
+
  private:
+  static std::string prefix(errc code) {
+    return "packswap [" + std::string(to_string(code)) + "]: ";
+  }
+
   errc code_;
+  std::shared_ptr<const std::string> text_;
+  std::size_t message_at_;
 };
 
 namespace detail {

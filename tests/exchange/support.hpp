@@ -4,6 +4,7 @@
 #include <packswap/detail/prng.hpp>
 #include <packswap/exchange/detail/wire.hpp>
 #include <packswap/exchange/engine.hpp>
+#include <packswap/exchange/threads.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -207,6 +210,73 @@ inline void rethrow_first(const std::vector<std::exception_ptr>& errors) {
     if (e) {
       std::rethrow_exception(e);
     }
+  }
+}
+
+/// The threads backend, except that the n-th wait (on the worker) or the n-th exchange start
+/// (on the caller's thread) throws what `raise` throws.
+struct throwing_transport : packswap::threads_transport {
+  using threads_transport::threads_transport;
+  std::function<void()> raise;
+  int wait_at = -1;
+  int start_at = -1;
+  bool wait(request& req, packswap::deadline until) {
+    if (wait_at-- == 0) {
+      raise();
+    }
+    return threads_transport::wait(req, until);
+  }
+  void start_exchange(request& req, packswap::span<const packswap::send_op> sends,
+                      packswap::span<packswap::recv_op> recvs) {
+    if (start_at-- == 0) {
+      raise();
+    }
+    threads_transport::start_exchange(req, sends, recvs);
+  }
+};
+
+/// What each of two ranks caught: the first exception, and what its next call threw.
+struct two_failures {
+  std::vector<std::exception_ptr> first{2};
+  std::vector<std::exception_ptr> later{2};
+};
+
+/// Trains two ranks until they fail, rank 1's transport armed by `arm`.
+inline two_failures fail_two_ranks(const std::function<void(throwing_transport&)>& arm) {
+  packswap::threads_world world(2);
+  two_failures out;
+  rethrow_first(run_ranks(2, [&](std::int32_t r) {
+    throwing_transport t(world, r);
+    if (r == 1) {
+      arm(t);
+    }
+    packswap::engine_options opt;
+    opt.timeout = std::chrono::seconds(30);
+    packswap::engine<throwing_transport> e(t, {2, 4, 1}, opt);
+    const auto mine = make_batches(12, 3, r, 4, 2000);
+    const auto i = static_cast<std::size_t>(r);
+    try {
+      train(e, mine, 4, [](auto&&...) {});
+    } catch (...) {
+      out.first[i] = std::current_exception();
+      try {
+        e.submit(mine[0].packs);
+      } catch (...) {
+        out.later[i] = std::current_exception();
+      }
+    }
+  }));
+  return out;
+}
+
+/// The `what()` of an exception.
+inline std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "(not a std::exception)";
   }
 }
 

@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -260,3 +263,66 @@ struct throwing_cancel : packswap::threads_transport {
 };
 } // namespace
 static_assert(!packswap::is_transport_v<throwing_cancel>);
+
+namespace {
+
+// A backend's own error type, derived from packswap::error with a field of its own (as
+// nccl::nccl_error keeps its ncclResult_t).
+class device_lost : public packswap::error {
+ public:
+  explicit device_lost(int gpu)
+      : packswap::error(errc::transport, "GPU " + std::to_string(gpu) + " fell off the bus"),
+        gpu_(gpu) {}
+  int gpu() const noexcept { return gpu_; }
+
+ private:
+  int gpu_;
+};
+
+} // namespace
+
+TEST_CASE("an error type thrown on the worker reaches the caller as that type, with context") {
+  const auto caught = pt::fail_two_ranks([](pt::throwing_transport& t) {
+    t.wait_at = 5;
+    t.raise = [] { throw device_lost(3); };
+  });
+  REQUIRE(caught.first[1]);
+  try {
+    std::rethrow_exception(caught.first[1]);
+  } catch (const device_lost& e) {
+    CHECK(e.gpu() == 3);
+    CHECK(e.code() == errc::transport);
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.rfind("packswap [transport]: rank 1, batch ", 0) == 0);
+    CHECK(what.find(": GPU 3 fell off the bus") != std::string::npos);
+    CHECK(std::string(e.message()).rfind("rank 1, batch ", 0) == 0);
+  } catch (...) {
+    FAIL("not a device_lost: " << pt::what_of(caught.first[1]));
+  }
+  // Every later call throws it again, as the same type.
+  CHECK_THROWS_AS(std::rethrow_exception(caught.later[1]), device_lost);
+  // The other rank hears the code and the message.
+  REQUIRE(caught.first[0]);
+  const std::string other = pt::what_of(caught.first[0]);
+  CHECK(other.find("rank 1 aborted the exchange: rank 1, batch ") != std::string::npos);
+  CHECK(other.find("GPU 3 fell off the bus") != std::string::npos);
+}
+
+TEST_CASE("an exception that is not a packswap::error keeps its type too") {
+  const auto caught = pt::fail_two_ranks([](pt::throwing_transport& t) {
+    t.start_at = 2; // on the caller's thread, in release()
+    t.raise = [] { throw std::length_error("staging buffer too small"); };
+  });
+  REQUIRE(caught.first[1]);
+  CHECK_THROWS_AS(std::rethrow_exception(caught.first[1]), std::length_error);
+  CHECK_THROWS_AS(std::rethrow_exception(caught.later[1]), std::length_error);
+  REQUIRE(caught.first[0]);
+  try {
+    std::rethrow_exception(caught.first[0]);
+  } catch (const packswap::error& e) {
+    CHECK(e.code() == errc::internal);
+    CHECK(std::string(e.what()).find("rank 1 aborted the exchange: staging buffer too small") !=
+          std::string::npos);
+  }
+}

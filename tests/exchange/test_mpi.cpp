@@ -11,9 +11,11 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using packswap::errc;
@@ -101,8 +103,9 @@ TEST_CASE("mpi: an abort reaches every other process with its code and message")
     std::vector<char> buf(8);
     std::vector<packswap::recv_op> recvs{{0, buf.data(), 8, -1}};
     mpi_transport::request req;
-    t.start_exchange(req, {}, recvs);
     try {
+      // The notice may already be here when the receive starts, or arrive while it waits.
+      t.start_exchange(req, {}, recvs);
       t.wait(req, in(std::chrono::seconds(30)));
       FAIL("no error");
     } catch (const packswap::error& e) {
@@ -113,6 +116,78 @@ TEST_CASE("mpi: an abort reaches every other process with its code and message")
     t.cancel(req);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("mpi: a message longer than its receive is reported whole and written nowhere else") {
+  mpi_transport t(MPI_COMM_WORLD);
+  if (t.size() < 2) {
+    MESSAGE("skipped: needs 2 processes");
+    return;
+  }
+  // Ranks that disagree on the plan post receives of the wrong length. 1 MiB goes by Open MPI's
+  // single-copy path, which writes a truncated receive's whole message past its buffer.
+  constexpr std::int64_t sent = std::int64_t{1} << 20;
+  mpi_transport::request req;
+  if (t.rank() == 0) {
+    std::vector<char> payload(static_cast<std::size_t>(sent), 'm');
+    std::vector<packswap::send_op> sends{{1, payload.data(), sent}};
+    t.start_exchange(req, packswap::span<const packswap::send_op>(sends), {});
+    REQUIRE(t.wait(req, in(std::chrono::seconds(30))));
+  } else if (t.rank() == 1) {
+    std::vector<char> small(100, 's'); // a heap block of exactly 100 bytes: ASan sees past it
+    std::vector<packswap::recv_op> recvs{{0, small.data(), 100, -1}};
+    t.start_exchange(req, {}, recvs);
+    REQUIRE(t.wait(req, in(std::chrono::seconds(30))));
+    CHECK(recvs[0].received == sent); // the engine reports this as a mismatch
+    CHECK(std::count(small.begin(), small.end(), 's') == 100);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("mpi: cancel of an unmatched send returns once the peer drained it, and not before") {
+  mpi_transport t(MPI_COMM_WORLD);
+  if (t.size() < 2) {
+    MESSAGE("skipped: needs 2 processes");
+    return;
+  }
+  // 4 MiB is far above any eager limit: the send completes only when rank 1 takes it.
+  std::vector<char> payload(std::size_t{4} << 20, 'p');
+  if (t.rank() == 0) {
+    std::vector<packswap::send_op> sends{{1, payload.data(), std::int64_t{4} << 20}};
+    mpi_transport::request req;
+    t.start_exchange(req, packswap::span<const packswap::send_op>(sends), {});
+    const auto t0 = std::chrono::steady_clock::now();
+    t.cancel(req); // aborts: rank 1 never receives it, so it must drain it
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    CHECK(t.stray_operations() == 0);
+    CHECK(waited >= std::chrono::milliseconds(150)); // it waited for rank 1's drain
+    std::fill(payload.begin(), payload.end(), 'x');  // allowed now
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // The other ranks stop too, as their engines would on the notice: they drain.
+    t.abort(errc::cancelled, "rank " + std::to_string(t.rank()) + " stops too");
+    CHECK(t.stray_operations() == 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("mpi: a peer that never drains leaves the send counted as stray at the deadline") {
+  mpi_transport t(MPI_COMM_WORLD, std::chrono::milliseconds(300));
+  if (t.size() < 2) {
+    MESSAGE("skipped: needs 2 processes");
+    return;
+  }
+  static std::vector<char> payload(std::size_t{4} << 20, 'p'); // MPI may read it until exit
+  if (t.rank() == 0) {
+    std::vector<packswap::send_op> sends{{1, payload.data(), std::int64_t{4} << 20}};
+    mpi_transport::request req;
+    t.start_exchange(req, packswap::span<const packswap::send_op>(sends), {});
+    const auto t0 = std::chrono::steady_clock::now();
+    t.cancel(req);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    CHECK(t.stray_operations() == 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD); // rank 1 never looked at the transport
 }
 
 TEST_CASE("mpi: every pack reaches its assigned cell exactly once and byte-identical") {

@@ -201,6 +201,22 @@ TEST_CASE("nccl: the check macros keep the status and name the call") {
   }
 }
 
+TEST_CASE("nccl: an nccl_error thrown on the engine's worker reaches the caller as nccl_error") {
+  const auto caught = pt::fail_two_ranks([](pt::throwing_transport& t) {
+    t.wait_at = 3;
+    t.raise = [] { throw packswap::nccl::nccl_error(ncclRemoteError, "a peer went away"); };
+  });
+  try {
+    std::rethrow_exception(caught.first[1]);
+  } catch (const packswap::nccl::nccl_error& e) {
+    CHECK(e.status() == ncclRemoteError);
+    CHECK(e.code() == packswap::errc::nccl);
+    CHECK(std::string(e.what()).find("rank 1, batch ") != std::string::npos);
+  } catch (...) {
+    FAIL("not an nccl_error: " << pt::what_of(caught.first[1]));
+  }
+}
+
 int main(int argc, char** argv) {
   if (const std::string why = packswap::nccl::no_device_reason(); !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "packswap/detail/prng.hpp"
 #include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/transport.hpp"
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace packswap {
 
@@ -37,6 +39,16 @@ struct fault {
   fault_target target = fault_target::exchange; ///< which operations count
   std::int64_t at = 0;                          ///< the 0-based operation it fires at
   std::string message = "injected failure";     ///< the error message of `fault_kind::fail`
+};
+
+/// Random pauses a `fault_injecting_transport` adds, as a slow host or network would: before it
+/// starts an operation (on the thread that starts it) and before each wait (on the thread that
+/// waits), each with probability `percent` / 100 and a length uniform in [0, `max`]. The pauses
+/// follow from `seed`, but where they fall relative to other threads does not.
+struct jitter {
+  std::chrono::microseconds max{0}; ///< longest pause
+  std::int32_t percent = 0;         ///< chance of a pause before each start or wait, in percent
+  std::uint64_t seed = 0;           ///< seeds the pauses' lengths and whether they happen
 };
 
 /// A transport that forwards to `Inner` and injects one `fault`: the reliability tests' tool for
@@ -83,8 +95,11 @@ class fault_injecting_transport {
     std::size_t block_ = 0;
   };
 
-  /// Forwards to `inner`, which must outlive this transport, and injects `f`.
-  fault_injecting_transport(Inner& inner, fault f = {}) : inner_(&inner), fault_(std::move(f)) {}
+  /// Forwards to `inner`, which must outlive this transport, injects `f` and pauses its starts
+  /// and waits as `j` says.
+  fault_injecting_transport(Inner& inner, fault f = {}, jitter j = {})
+      : inner_(&inner), fault_(std::move(f)), jitter_(j), start_rng_(j.seed),
+        wait_rng_(j.seed ^ 0x5bd1e995u) {}
 
   /// @name Transport concept
   /// @{
@@ -104,6 +119,7 @@ class fault_injecting_transport {
   /// The transport concept's members (see `is_transport_v`): `Inner`'s, with the fault
   /// injected into the operations it targets.
   void start_all_gather(request& req, span<const std::byte> mine, span<std::byte> all) {
+    pause(start_rng_);
     arm(req, fault_target::all_gather, gathers_++, true);
     req.gathered_ = all;
     req.block_ = mine.size();
@@ -114,6 +130,7 @@ class fault_injecting_transport {
   }
 
   void start_exchange(request& req, span<const send_op> sends, span<recv_op> recvs) {
+    pause(start_rng_);
     bool eligible = true;
     if (fault_.kind == fault_kind::short_data || fault_.kind == fault_kind::corrupt_data) {
       eligible = first_nonempty(recvs) != nullptr;
@@ -127,6 +144,7 @@ class fault_injecting_transport {
   }
 
   bool wait(request& req, deadline until) {
+    pause(wait_rng_);
     if (req.hung_) {
       // A peer that hangs answers nothing, ever; sleep in short steps so that destruction and
       // abort are still prompt.
@@ -176,6 +194,12 @@ class fault_injecting_transport {
     inner_->abort(code, message);
   }
 
+  /// `Inner::stray_operations()`, where `Inner` has it.
+  template <class I = Inner>
+  auto stray_operations() const noexcept -> decltype(std::declval<const I&>().stray_operations()) {
+    return inner_->stray_operations();
+  }
+
   void* allocate(std::size_t bytes) { return inner_->allocate(bytes); }
   void deallocate(void* p, std::size_t bytes) noexcept { inner_->deallocate(p, bytes); }
   void record(fence& f, stream_type s) { inner_->record(f, s); }
@@ -192,6 +216,12 @@ class fault_injecting_transport {
       }
     }
     return nullptr;
+  }
+
+  void pause(prng& rng) const {
+    if (jitter_.max.count() > 0 && rng.chance(static_cast<std::uint64_t>(jitter_.percent), 100)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng.uniform(0, jitter_.max.count())));
+    }
   }
 
   // Decides whether this operation carries the fault. A data fault whose operation has nothing to
@@ -214,6 +244,9 @@ class fault_injecting_transport {
 
   Inner* inner_;
   fault fault_;
+  jitter jitter_;
+  prng start_rng_;             // starting thread only
+  prng wait_rng_;              // waiting thread only
   std::int64_t gathers_ = 0;   // starting thread only
   std::int64_t exchanges_ = 0; // starting thread only
   std::atomic<bool> fired_{false};

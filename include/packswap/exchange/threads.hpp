@@ -1,11 +1,14 @@
 #pragma once
 
+#include "packswap/detail/prng.hpp"
 #include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/gather.hpp"
 #include "packswap/exchange/transport.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace packswap {
@@ -44,6 +48,11 @@ class threads_world {
   /// The number of ranks.
   std::int32_t size() const noexcept { return size_; }
 
+  /// For tests: from now on every copy of a pack pauses for a random time in [0, `max`] after
+  /// its receiver claimed it and before the bytes move, as a copy of a large pack on a busy
+  /// machine would; this widens the window in which a sender's buffer is being read.
+  void slow_copies(std::chrono::microseconds max) noexcept { copy_pause_us_ = max.count(); }
+
  private:
   friend class threads_transport;
   // Data and all-gather traffic use separate channels so that a gather can never match a pack.
@@ -69,6 +78,7 @@ class threads_world {
   }
 
   std::int32_t size_;
+  std::atomic<std::int64_t> copy_pause_us_{0};
   std::mutex mutex_;
   std::vector<link> links_;
   // One condition variable per rank: a rank sleeps on its own and is woken when a send to it is
@@ -92,6 +102,9 @@ struct threads_world::pending_send {
 ///
 /// Receives are completed by the receiving rank's `wait` (it copies from the sender's buffer),
 /// sends by the receiver having copied them; so two ranks make progress as long as both wait.
+/// `cancel` takes the request's sends that no receiver claimed out of the mailboxes and returns
+/// once every copy in progress from its buffers has finished (both under the world's lock): then
+/// no rank reads them any more, and the sender may free them. It needs no abort for that.
 /// Models `is_transport_v`. Ownership: refers to the world, which must outlive it.
 /// Thread-safety: see `packswap/exchange/transport.hpp`; any number of ranks may run at once.
 class threads_transport : public detail::host_transport_base {
@@ -122,7 +135,8 @@ class threads_transport : public detail::host_transport_base {
   };
 
   /// Rank `rank` of `world`, which must outlive the transport.
-  threads_transport(threads_world& world, std::int32_t rank) : world_(&world), rank_(rank) {
+  threads_transport(threads_world& world, std::int32_t rank)
+      : world_(&world), rank_(rank), copy_rng_(static_cast<std::uint64_t>(rank) + 1) {
     PACKSWAP_EXPECTS(rank >= 0 && rank < world.size(), errc::invalid_argument,
                      "rank " << rank << " is outside a threads_world of " << world.size()
                              << " ranks");
@@ -291,6 +305,9 @@ class threads_transport : public detail::host_transport_base {
       }
       ++*s->copying;
       lock.unlock();
+      if (const auto most = world_->copy_pause_us_.load(std::memory_order_relaxed); most > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(copy_rng_.uniform(0, most)));
+      }
       const auto n = std::min(s->bytes, slot.op->bytes);
       if (n > 0) {
         std::memcpy(slot.op->data, s->data, static_cast<std::size_t>(n));
@@ -309,6 +326,7 @@ class threads_transport : public detail::host_transport_base {
 
   threads_world* world_;
   std::int32_t rank_;
+  prng copy_rng_; // the waiting thread's (`slow_copies`)
 };
 
 } // namespace packswap

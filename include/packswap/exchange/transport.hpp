@@ -191,8 +191,10 @@ struct is_transport<T, transport_expressions<T>>
 /// - `t.start_exchange(req, sends, recvs)`: starts a group of sends and receives.
 /// - `t.wait(req, deadline)`: true once `req` completed, false at the deadline; throws
 ///   `packswap::error` when it failed.
-/// - `t.cancel(req)`, `noexcept`: withdraws an unfinished request; afterwards the transport
-///   touches none of its buffers.
+/// - `t.cancel(req)`, `noexcept`: withdraws an unfinished request and returns once neither this
+///   rank nor any other reads or writes its buffers (the engine relies on this to let the
+///   caller free payloads after an error, an abort or its destruction). A backend that cannot
+///   withdraw an operation in flight may abort to get there.
 /// - `t.abort(code, message)`, `noexcept`: fails every pending and later operation here and, as
 ///   far as the backend can, on the other ranks.
 /// - `t.allocate(n)`, `t.deallocate(p, n)` (`noexcept`): buffers in `T::memory`, stream-ordered
@@ -201,10 +203,38 @@ struct is_transport<T, transport_expressions<T>>
 ///   transport's own stream; `t.wait_fence(f, s)`, `t.start_after(f)`: the caller's stream, or
 ///   later transport work, waits for `f` (no host blocking).
 ///
+/// Optional members: `t.stray_operations()` (operations `cancel` could not stop within the
+/// backend's deadline: while not zero their buffers may still be used, and the engine keeps its
+/// receive buffers), and the CTA-tuning hooks of `packswap::nccl::transport`.
+///
 /// Errors are `packswap::error` with `errc::transport` (or `cuda`/`nccl`); an abort seen from
 /// another rank keeps that rank's code and message.
 template <class T>
 inline constexpr bool is_transport_v = detail::is_transport<T>::value;
+
+namespace detail {
+
+// Optional members through which a GPU backend measures compute time and picks its CTA limit
+// (see packswap/nccl/transport.hpp); host transports do not have them.
+template <class T, class = void>
+struct has_tuning : std::false_type {};
+template <class T>
+struct has_tuning<
+    T, void_t<decltype(std::declval<T&>().compute_begin(std::declval<typename T::stream_type>())),
+              decltype(std::declval<T&>().compute_end(std::declval<typename T::stream_type>())),
+              decltype(std::declval<T&>().compute_ns()),
+              decltype(std::declval<T&>().tune(std::int64_t{}, std::int64_t{})),
+              decltype(std::declval<const T&>().ctas())>> : std::true_type {};
+
+// Optional member: operations a backend could not stop when they were cancelled (see
+// packswap/mpi/transport.hpp). While any remain, their buffers may still be used.
+template <class T, class = void>
+struct has_strays : std::false_type {};
+template <class T>
+struct has_strays<T, void_t<decltype(std::declval<const T&>().stray_operations())>>
+    : std::true_type {};
+
+} // namespace detail
 
 #if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// C++20 spelling of `is_transport_v`.

@@ -32,6 +32,9 @@ struct transport_options {
   cta_policy ctas = cta_policy::automatic();
   /// Deadline of setup calls (communicator split, group launch) before they fail.
   std::chrono::milliseconds setup_timeout = std::chrono::seconds(120);
+  /// How long an abort waits for the exchange stream to finish what is queued on it (see
+  /// "Stopping" in the `transport` comment) before it gives up and reports a stray operation.
+  std::chrono::milliseconds abort_timeout = std::chrono::seconds(30);
 };
 
 /// The NCCL backend: `ncclSend`/`ncclRecv` groups on a dedicated CUDA stream, on a communicator
@@ -59,6 +62,20 @@ struct transport_options {
 /// its kernels stop, so no stream waits forever; later operations fail. NCCL cannot withdraw an
 /// enqueued operation, so `cancel` of an unfinished request aborts the communicator too. Other
 /// ranks learn of it through their own errors or deadlines.
+///
+/// Stopping, and who still uses your device memory. The exchange stream holds every NCCL send
+/// (it reads your payloads in place), every receive into the engine's buffers, the metadata
+/// staging copies, and waits for the caller's stream at each reused buffer (`start_after`).
+/// `abort` aborts the communicators, whose kernels then exit, and waits until the exchange
+/// stream has finished everything queued on it, up to `abort_timeout`: after that no work of
+/// this transport reads a payload or writes a buffer, and the caller's stream no longer waits
+/// on the exchange stream (every `ready` fence it waits for has passed). What it cannot wait
+/// for is the caller's own work: the stream passed to `acquire`/`release` still runs your kernels
+/// on the micro-batch (kept packs are your payloads), so synchronize it (or free with
+/// `cudaFreeAsync` on it) before freeing payloads. When the exchange stream does not finish in
+/// time (a hung kernel, or a caller stream stuck before a release the exchange waits for),
+/// `stray_operations()` is 1 until it does: keep the payloads until `cudaDeviceSynchronize()`
+/// returns.
 ///
 /// Lifetime: the parent communicator and the CUDA device must outlive the transport. Device
 /// memory comes from `cudaMallocAsync` on the exchange stream. Thread-safety: see
@@ -261,18 +278,35 @@ class transport {
     if (!req.active_) {
       return;
     }
-    (void)cudaSetDevice(device_);
+    const on_device here(device_);
     if (PACKSWAP_CUDA_TRY_NOEXCEPT(cudaEventQuery(req.done_.event_)) != cudaSuccess) {
-      abort(errc::cancelled, "an unfinished exchange was cancelled");
+      try {
+        abort(errc::cancelled,
+              "rank " + std::to_string(rank_) + " stopped with an exchange in flight");
+      } catch (...) {
+        abort(errc::cancelled, std::string()); // out of memory for the message
+      }
     }
     req.active_ = false;
   }
 
   /// Aborts the exchange communicator: its kernels stop and every later operation fails with
-  /// `code` and `message`.
+  /// `code` and `message`. Returns once the exchange stream finished everything queued on it, or
+  /// at `abort_timeout` (then `stray_operations()` says so).
   void abort(errc code, const std::string& message) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     abort_locked(code, message);
+  }
+
+  /// 1 while an aborted transport's exchange stream still has work queued (it may still read
+  /// payloads and write the engine's buffers), else 0.
+  std::int64_t stray_operations() const noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!aborted_ || stream_ == nullptr) {
+      return 0;
+    }
+    const on_device here(device_);
+    return PACKSWAP_CUDA_TRY_NOEXCEPT(cudaStreamQuery(stream_)) == cudaErrorNotReady ? 1 : 0;
   }
 
   /// Device memory, ordered on the exchange stream.
@@ -424,7 +458,37 @@ class transport {
     for (auto& c : retired_) {
       c.abort();
     }
+    // The aborted kernels exit; what else is queued (staging copies, frees, waits on the
+    // caller's stream) runs out. Until then it may touch the buffers.
+    const on_device here(device_);
+    const deadline until = exchange_clock::now() + opt_.abort_timeout;
+    packswap::detail::backoff pause;
+    while (PACKSWAP_CUDA_TRY_NOEXCEPT(cudaStreamQuery(stream_)) == cudaErrorNotReady &&
+           exchange_clock::now() < until) {
+      pause.pause();
+    }
   }
+
+  // Makes `device` current on this thread for its scope (abort and the stray check may come
+  // from a thread that never chose a device, or chose another).
+  class on_device {
+   public:
+    explicit on_device(int device) noexcept {
+      had_ = PACKSWAP_CUDA_TRY_NOEXCEPT(cudaGetDevice(&before_)) == cudaSuccess;
+      (void)PACKSWAP_CUDA_TRY_NOEXCEPT(cudaSetDevice(device));
+    }
+    on_device(const on_device&) = delete;
+    on_device& operator=(const on_device&) = delete;
+    ~on_device() {
+      if (had_) {
+        (void)PACKSWAP_CUDA_TRY_NOEXCEPT(cudaSetDevice(before_));
+      }
+    }
+
+   private:
+    int before_ = 0;
+    bool had_ = false;
+  };
 
   // Runs NCCL calls (under mutex_); a failure leaves a half-launched group or a communicator in an
   // unknown state, so it aborts the communicator before the error goes on.
@@ -496,7 +560,7 @@ class transport {
   cudaStream_t stream_ = nullptr;
   // Serializes every use of comm_: enqueueing and tuning (caller's thread) against the
   // asynchronous-error query and the abort (worker), which frees it.
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   communicator comm_;
   std::vector<communicator> retired_;
   std::int32_t ctas_ = 0;
