@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/karmarkar_karp.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/sort.hpp"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
+#include "packswap/detail/step_maxima.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -2,8 +2,8 @@
 
 #include "packswap/cost/cost_model.hpp"
 #include "packswap/cost/features.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,10 +1,10 @@
 #pragma once
 
 #include "packswap/detail/checked.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/packing/pack_list.hpp"
 #include "packswap/packing/sample.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>

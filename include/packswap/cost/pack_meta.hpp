@@ -1,13 +1,13 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/cost/cost_model.hpp"
 #include "packswap/cost/features.hpp"
 #include "packswap/cost/payload.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/packing/pack_list.hpp"
 #include "packswap/packing/sample.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/packing/pack_list.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,9 +2,9 @@
 
 #include "packswap/detail/checked.hpp"
 #include "packswap/detail/prng.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/packing/sample.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,8 +1,9 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/digest.hpp"
 #include "packswap/detail/select.hpp"
+#include "packswap/detail/step_maxima.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/refine/detail/cell_swaps.hpp"
 #include "packswap/refine/detail/home_first.hpp"
 #include "packswap/refine/relabel.hpp"

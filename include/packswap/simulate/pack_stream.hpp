@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/cost/cost_model.hpp"
 #include "packswap/cost/features.hpp"
 #include "packswap/cost/payload.hpp"

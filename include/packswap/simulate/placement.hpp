@@ -1,9 +1,9 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
-#include "packswap/detail/span.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/error.hpp"
 #include "packswap/refine/refine.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/checked.hpp"
 #include "packswap/error.hpp"
 #include "packswap/simulate/method.hpp"

@@ -1,10 +1,10 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/checked.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstddef>
