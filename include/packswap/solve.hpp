@@ -60,8 +60,12 @@ template <class Balancer, class Refiner>
 void solve_into(span<const pack_meta> packs, const shape& s, const solve_options& opt,
                 const Balancer& balance_policy, const Refiner& refine_policy, solve_workspace& ws,
                 solution& out, bool transient) {
-  static_assert(is_balancer_v<Balancer>, "Balancer must model is_balancer");
-  static_assert(is_refiner_v<Refiner>, "Refiner must model is_refiner");
+  static_assert(is_balancer_v<Balancer>,
+                "Balancer must model balancer_like: callable as "
+                "assignment(span<const int64_t>, const shape&, sync_mode)");
+  static_assert(is_refiner_v<Refiner>,
+                "Refiner must model refiner_like: callable as assignment(span<const pack_meta>, "
+                "const shape&, const assignment&, const refine_options&)");
   validate_batch(packs, s);
   opt.topology.validate_for(s.dp);
   (void)eps_ppm(opt.eps);

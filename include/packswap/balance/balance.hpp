@@ -250,9 +250,9 @@ template <class P>
 inline constexpr bool is_balancer_v = is_balancer<P>::value;
 
 #if defined(__cpp_concepts) && __cpp_concepts >= 201907L
-/// C++20: the concept behind `is_balancer`.
+/// The C++20 spelling of `is_balancer_v`.
 template <class P>
-concept balancer_policy = is_balancer_v<P>;
+concept balancer_like = is_balancer_v<P>;
 #endif
 
 /// Stage 1 with policy `P` (default: `balancer`): every pack's cell, balanced for `mode`.

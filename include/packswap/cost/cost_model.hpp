@@ -24,7 +24,7 @@ struct is_cost_model<
 template <class M>
 inline constexpr bool is_cost_model_v = is_cost_model<M>::value;
 
-#if defined(__cpp_concepts)
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// The C++20 spelling of `is_cost_model_v`.
 template <class M>
 concept cost_model_like = is_cost_model_v<M>;

@@ -23,7 +23,7 @@ struct is_packer<P,
 template <class P>
 inline constexpr bool is_packer_v = is_packer<P>::value;
 
-#if defined(__cpp_concepts)
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// The C++20 spelling of `is_packer_v`.
 template <class P>
 concept packer_like = is_packer_v<P>;
