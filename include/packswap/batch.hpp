@@ -22,7 +22,7 @@ enum class sync_mode {
 };
 
 /// The stable name of a sync mode: `"per-micro-step"` or `"per-step"`.
-constexpr const char* to_string(sync_mode mode) noexcept {
+[[nodiscard]] constexpr const char* to_string(sync_mode mode) noexcept {
   return mode == sync_mode::per_step ? "per-step" : "per-micro-step";
 }
 
@@ -34,13 +34,15 @@ struct shape {
   std::int32_t mbs = 1; ///< packs per (rank, micro-step) cell, >= 1
 
   /// Packs per rank, `ga * mbs`.
-  constexpr std::int64_t packs_per_rank() const noexcept {
+  [[nodiscard]] constexpr std::int64_t packs_per_rank() const noexcept {
     return static_cast<std::int64_t>(ga) * mbs;
   }
   /// Packs in the global batch, `dp * ga * mbs`.
-  constexpr std::int64_t packs() const noexcept { return packs_per_rank() * dp; }
+  [[nodiscard]] constexpr std::int64_t packs() const noexcept { return packs_per_rank() * dp; }
   /// Cells in the global batch, `dp * ga`.
-  constexpr std::int64_t cells() const noexcept { return static_cast<std::int64_t>(dp) * ga; }
+  [[nodiscard]] constexpr std::int64_t cells() const noexcept {
+    return static_cast<std::int64_t>(dp) * ga;
+  }
 };
 
 /// Throws `errc::invalid_argument` unless every dimension is at least 1 and the pack count fits
@@ -61,11 +63,13 @@ struct cell {
   std::int32_t micro_step = 0; ///< in [0, ga)
 
   /// Same rank and micro-step.
-  friend constexpr bool operator==(const cell& a, const cell& b) noexcept {
+  [[nodiscard]] friend constexpr bool operator==(const cell& a, const cell& b) noexcept {
     return a.rank == b.rank && a.micro_step == b.micro_step;
   }
   /// Another rank or micro-step.
-  friend constexpr bool operator!=(const cell& a, const cell& b) noexcept { return !(a == b); }
+  [[nodiscard]] friend constexpr bool operator!=(const cell& a, const cell& b) noexcept {
+    return !(a == b);
+  }
 };
 
 /// One cell per pack, indexed by pack id.

@@ -21,7 +21,7 @@ enum class errc {
 };
 
 /// The stable name of an error code, e.g. `"invalid_argument"`.
-constexpr const char* to_string(errc code) noexcept {
+[[nodiscard]] constexpr const char* to_string(errc code) noexcept {
   switch (code) {
   case errc::invalid_argument:
     return "invalid_argument";
@@ -59,7 +59,7 @@ class error : public std::runtime_error {
         code_(code) {}
 
   /// The error code; stable, unlike the message text.
-  errc code() const noexcept { return code_; }
+  [[nodiscard]] errc code() const noexcept { return code_; }
 
  private:
   errc code_;

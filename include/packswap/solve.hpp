@@ -134,9 +134,9 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
 /// for (auto t : sol.plan.sends(my_rank, 0)) send(t.pack, t.peer);
 /// ```
 template <class Balancer = balancer, class Refiner = refiner>
-solution solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {},
-               const Balancer& balance_policy = Balancer{},
-               const Refiner& refine_policy = Refiner{}) {
+[[nodiscard]] solution
+solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {},
+      const Balancer& balance_policy = Balancer{}, const Refiner& refine_policy = Refiner{}) {
   detail::solve_workspace ws;
   solution out;
   detail::solve_into(packs, s, opt, balance_policy, refine_policy, ws, out, true);
@@ -163,7 +163,8 @@ solution solve(span<const pack_meta> packs, const shape& s, const solve_options&
 class solver {
  public:
   /// The solution for one global batch (see `packswap::solve`).
-  solution solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {}) {
+  [[nodiscard]] solution solve(span<const pack_meta> packs, const shape& s,
+                               const solve_options& opt = {}) {
     solution out;
     solve(packs, s, opt, out);
     return out;

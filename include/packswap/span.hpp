@@ -10,14 +10,14 @@ namespace packswap {
 /// type every packswap function takes its arrays as (costs, pack records, sample ids).
 ///
 /// It never owns what it points to: the caller keeps the underlying storage alive and unchanged
-/// for as long as the view is used. It converts implicitly from a `std::vector` and from a
-/// `span<U>` where `U*` converts to `T*` (so `span<int>` -> `span<const int>`); from a pointer and
-/// a length it is built explicitly. Copying a span copies the view, never the elements.
+/// for as long as the view is used. It converts implicitly from a `std::vector`, from a pointer
+/// and a length (`{data, size}`), and from a `span<U>` where `U*` converts to `T*` (so
+/// `span<int>` -> `span<const int>`). Copying a span copies the view, never the elements.
 ///
 /// ```
 /// std::vector<std::int64_t> costs = {900, 200, 450, 300};
 /// auto a = packswap::balance(costs, packswap::shape{2, 2});   // the vector converts
-/// packswap::span<const std::int64_t> first_half(costs.data(), 2);
+/// packswap::span<const std::int64_t> first_two(costs.data(), 2);
 /// ```
 template <class T>
 class span {
@@ -46,23 +46,23 @@ class span {
   constexpr span(span<U> other) noexcept : data_(other.data()), size_(other.size()) {}
 
   /// The first element's address (null for a default-constructed span).
-  constexpr T* data() const noexcept { return data_; }
+  [[nodiscard]] constexpr T* data() const noexcept { return data_; }
   /// The number of elements.
-  constexpr std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
   /// Whether `size() == 0`.
-  constexpr bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] constexpr bool empty() const noexcept { return size_ == 0; }
   /// Element `i`; `i < size()` is the caller's to ensure (unchecked).
-  constexpr T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  [[nodiscard]] constexpr T& operator[](std::size_t i) const noexcept { return data_[i]; }
   /// An iterator to the first element.
-  constexpr T* begin() const noexcept { return data_; }
+  [[nodiscard]] constexpr T* begin() const noexcept { return data_; }
   /// An iterator past the last element.
-  constexpr T* end() const noexcept { return data_ + size_; }
+  [[nodiscard]] constexpr T* end() const noexcept { return data_ + size_; }
   /// The first element; requires `!empty()`.
-  constexpr T& front() const noexcept { return data_[0]; }
+  [[nodiscard]] constexpr T& front() const noexcept { return data_[0]; }
   /// The last element; requires `!empty()`.
-  constexpr T& back() const noexcept { return data_[size_ - 1]; }
+  [[nodiscard]] constexpr T& back() const noexcept { return data_[size_ - 1]; }
   /// The `count` elements starting at `offset`; requires `offset + count <= size()`.
-  constexpr span subspan(std::size_t offset, std::size_t count) const noexcept {
+  [[nodiscard]] constexpr span subspan(std::size_t offset, std::size_t count) const noexcept {
     return span(data_ + offset, count);
   }
 

@@ -227,7 +227,8 @@ class balancer {
 
   /// Every pack's cell for `costs` (one per pack of `s`), balanced for `mode`. Throws
   /// `errc::invalid_argument` (or `errc::overflow`) on costs that do not fit `s`.
-  assignment operator()(span<const std::int64_t> costs, const shape& s, sync_mode mode) const {
+  [[nodiscard]] assignment operator()(span<const std::int64_t> costs, const shape& s,
+                                      sync_mode mode) const {
     validate_costs(costs, s);
     const auto order = detail::order_desc(costs);
     return detail::balance_sorted(costs, order, s, mode, max_swaps);
@@ -257,8 +258,9 @@ concept balancer_like = is_balancer_v<P>;
 
 /// Stage 1 with policy `P` (default: `balancer`): every pack's cell, balanced for `mode`.
 template <class P = balancer>
-assignment balance(span<const std::int64_t> costs, const shape& s,
-                   sync_mode mode = sync_mode::per_micro_step, const P& policy = P{}) {
+[[nodiscard]] assignment balance(span<const std::int64_t> costs, const shape& s,
+                                 sync_mode mode = sync_mode::per_micro_step,
+                                 const P& policy = P{}) {
   static_assert(is_balancer_v<P>, "P must be callable as assignment(span<const int64_t>, "
                                   "const shape&, sync_mode)");
   return policy(costs, s, mode);

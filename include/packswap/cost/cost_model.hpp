@@ -62,7 +62,7 @@ struct cost_model {
   /// The cost of a pack with features `f`, in microseconds. Throws `errc::invalid_argument` for a
   /// negative coefficient and `errc::overflow` when the sum leaves `std::int64_t` femtoseconds
   /// (about 2.5 hours).
-  std::int64_t operator()(const pack_features& f) const {
+  [[nodiscard]] std::int64_t operator()(const pack_features& f) const {
     const std::int64_t coef[] = {pack_fs,          vit_fixed_fs,     vit_per_image_token_fs,
                                  vit_attention_fs, llm_per_token_fs, llm_attention_fs};
     const std::int64_t x[] = {1,        f.images > 0 ? 1 : 0, f.image_tokens, f.image_tokens_sq,
