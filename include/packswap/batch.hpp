@@ -27,7 +27,8 @@ enum class sync_mode {
 }
 
 /// The shape of one global batch: `dp` data-parallel ranks, `ga` gradient-accumulation
-/// micro-steps, `mbs` packs per (rank, micro-step) cell.
+/// micro-steps, `mbs` packs per (rank, micro-step) cell. `validate(shape)` checks one; every
+/// function that takes a shape does.
 struct shape {
   std::int32_t dp = 1;  ///< data-parallel ranks, >= 1
   std::int32_t ga = 1;  ///< gradient-accumulation micro-steps per optimizer step, >= 1
@@ -72,11 +73,13 @@ struct cell {
   }
 };
 
-/// One cell per pack, indexed by pack id.
+/// One cell per pack, indexed by pack id: stage 1's and stage 2's answer, checked by
+/// `validate_assignment`.
 using assignment = std::vector<cell>;
 
 /// What every rank knows of every pack of the global batch: the few integers all-gathered once
-/// per global batch. The pack's id is its index in the gathered array.
+/// per global batch. The pack's id is its index in the gathered array. `make_pack_meta`
+/// (`packswap/cost/pack_meta.hpp`) builds them from packed samples; `validate_batch` checks them.
 struct pack_meta {
   std::int64_t cost = 0;        ///< compute cost in the cost model's integer unit, >= 0
   std::int64_t bytes = 0;       ///< payload size in bytes, >= 0
