@@ -6,7 +6,7 @@
 // the figure to trust; separate runs compare the machine with itself.
 //
 //   solve_ab PACKS ROUNDS REFINE(0|1) LIB...
-#include <packswap/balance/batch.hpp>
+#include <packswap/batch.hpp>
 
 #include "workloads.hpp"
 

@@ -4,7 +4,7 @@
 // library) from their published descriptions. Each returns a pack -> (rank, micro-step)
 // assignment for one global batch.
 
-#include <packswap/balance/batch.hpp>
+#include <packswap/batch.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -23,7 +23,7 @@ enum class errc {
 };
 
 /// The stable name of an error code, e.g. `"invalid_argument"`.
-constexpr const char* to_string(errc code) noexcept {
+[[nodiscard]] constexpr const char* to_string(errc code) noexcept {
   switch (code) {
   case errc::invalid_argument:
     return "invalid_argument";
@@ -63,7 +63,7 @@ class error : public std::runtime_error {
         message_at_(prefix(code).size()) {}
 
   /// The error code; stable, unlike the message text.
-  errc code() const noexcept { return code_; }
+  [[nodiscard]] errc code() const noexcept { return code_; }
 
   /// `packswap [<code>]: <message>`.
   const char* what() const noexcept override { return text_->c_str(); }

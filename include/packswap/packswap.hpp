@@ -1,14 +1,16 @@
 #pragma once
 
-/// The umbrella header: every pure layer of packswap (packing, cost, balance, refine, plan,
+/// The umbrella header: the vocabulary every layer shares (`packswap/batch.hpp`,
+/// `packswap/span.hpp`) and every pure layer of packswap (packing, cost, balance, refine, plan,
 /// simulate). The exchange layer touches threads and transports and is included explicitly:
 /// `packswap/exchange/...`, `packswap/mpi/...`, `packswap/nccl/...`.
 
+#include "packswap/batch.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 #include "packswap/version.hpp"
 
 #include "packswap/balance/balance.hpp"
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/batch_csv.hpp"
 #include "packswap/balance/metrics.hpp"
 #include "packswap/cost/calibrate.hpp"

@@ -60,8 +60,12 @@ template <class Balancer, class Refiner>
 void solve_into(span<const pack_meta> packs, const shape& s, const solve_options& opt,
                 const Balancer& balance_policy, const Refiner& refine_policy, solve_workspace& ws,
                 solution& out, bool transient) {
-  static_assert(is_balancer_v<Balancer>, "Balancer must model is_balancer");
-  static_assert(is_refiner_v<Refiner>, "Refiner must model is_refiner");
+  static_assert(is_balancer_v<Balancer>,
+                "Balancer must model balancer_like: callable as "
+                "assignment(span<const int64_t>, const shape&, sync_mode)");
+  static_assert(is_refiner_v<Refiner>,
+                "Refiner must model refiner_like: callable as assignment(span<const pack_meta>, "
+                "const shape&, const assignment&, const refine_options&)");
   validate_batch(packs, s);
   opt.topology.validate_for(s.dp);
   (void)eps_ppm(opt.eps);
@@ -130,9 +134,9 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
 /// for (auto t : sol.plan.sends(my_rank, 0)) send(t.pack, t.peer);
 /// ```
 template <class Balancer = balancer, class Refiner = refiner>
-solution solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {},
-               const Balancer& balance_policy = Balancer{},
-               const Refiner& refine_policy = Refiner{}) {
+[[nodiscard]] solution
+solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {},
+      const Balancer& balance_policy = Balancer{}, const Refiner& refine_policy = Refiner{}) {
   detail::solve_workspace ws;
   solution out;
   detail::solve_into(packs, s, opt, balance_policy, refine_policy, ws, out, true);
@@ -159,7 +163,8 @@ solution solve(span<const pack_meta> packs, const shape& s, const solve_options&
 class solver {
  public:
   /// The solution for one global batch (see `packswap::solve`).
-  solution solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {}) {
+  [[nodiscard]] solution solve(span<const pack_meta> packs, const shape& s,
+                               const solve_options& opt = {}) {
     solution out;
     solve(packs, s, opt, out);
     return out;

@@ -180,7 +180,12 @@ TEST_CASE("a custom stage-1 policy plugs in through the balancer trait") {
     }
   };
   static_assert(is_balancer_v<round_robin>);
+  static_assert(is_balancer_v<balancer>);
   static_assert(!is_balancer_v<int>);
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+  static_assert(balancer_like<round_robin>);
+  static_assert(!balancer_like<int>);
+#endif
   const std::vector<std::int64_t> costs{1, 2, 3, 4};
   CHECK(balance(costs, {2, 2, 1}, sync_mode::per_step, round_robin{})[3] == cell{1, 1});
 }

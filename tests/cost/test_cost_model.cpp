@@ -20,8 +20,9 @@ struct returns_double {
 } // namespace
 static_assert(packswap::is_cost_model_v<tokens_only>);
 static_assert(!packswap::is_cost_model_v<returns_double>);
-#if defined(__cpp_concepts)
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 static_assert(packswap::cost_model_like<tokens_only>);
+static_assert(!packswap::cost_model_like<returns_double>);
 #endif
 
 namespace {

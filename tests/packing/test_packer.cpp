@@ -21,7 +21,7 @@ static_assert(packswap::is_packer_v<greedy_packer>);
 static_assert(packswap::is_packer_v<budgeted_packer>);
 static_assert(!packswap::is_packer_v<int>);
 static_assert(!packswap::is_packer_v<sample_set>);
-#if defined(__cpp_concepts)
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 static_assert(packswap::packer_like<greedy_packer>);
 static_assert(!packswap::packer_like<double>);
 #endif

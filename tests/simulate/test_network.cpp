@@ -1,4 +1,4 @@
-#include <packswap/balance/batch.hpp>
+#include <packswap/batch.hpp>
 #include <packswap/error.hpp>
 #include <packswap/simulate/network.hpp>
 

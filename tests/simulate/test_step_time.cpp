@@ -1,4 +1,4 @@
-#include <packswap/balance/batch.hpp>
+#include <packswap/batch.hpp>
 #include <packswap/detail/prng.hpp>
 #include <packswap/error.hpp>
 #include <packswap/simulate/step_time.hpp>

@@ -124,6 +124,13 @@ TEST_CASE("custom policies plug into solve") {
     }
   };
   static_assert(is_refiner_v<keep_stage1>);
+  static_assert(is_refiner_v<refiner>);
+  static_assert(!is_refiner_v<balancer>);
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+  static_assert(refiner_like<keep_stage1>);
+  static_assert(!refiner_like<balancer>);
+  static_assert(balancer_like<balancer>);
+#endif
   const shape s{8, 4, 1};
   const auto packs = test::random_batch(s, 2, mix::vlm);
   const auto sol = solve(packs, s, {}, balancer{}, keep_stage1{});

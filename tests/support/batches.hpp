@@ -3,7 +3,7 @@
 // Seeded random global batches for the solver's tests: pack metadata only, drawn with
 // packswap::prng so every compiler sees the same batches.
 
-#include <packswap/balance/batch.hpp>
+#include <packswap/batch.hpp>
 #include <packswap/detail/prng.hpp>
 
 #include <cstdint>

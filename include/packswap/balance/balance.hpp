@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/karmarkar_karp.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/sort.hpp"
 
 #include <algorithm>
@@ -227,7 +227,8 @@ class balancer {
 
   /// Every pack's cell for `costs` (one per pack of `s`), balanced for `mode`. Throws
   /// `errc::invalid_argument` (or `errc::overflow`) on costs that do not fit `s`.
-  assignment operator()(span<const std::int64_t> costs, const shape& s, sync_mode mode) const {
+  [[nodiscard]] assignment operator()(span<const std::int64_t> costs, const shape& s,
+                                      sync_mode mode) const {
     validate_costs(costs, s);
     const auto order = detail::order_desc(costs);
     return detail::balance_sorted(costs, order, s, mode, max_swaps);
@@ -250,15 +251,16 @@ template <class P>
 inline constexpr bool is_balancer_v = is_balancer<P>::value;
 
 #if defined(__cpp_concepts) && __cpp_concepts >= 201907L
-/// C++20: the concept behind `is_balancer`.
+/// The C++20 spelling of `is_balancer_v`.
 template <class P>
-concept balancer_policy = is_balancer_v<P>;
+concept balancer_like = is_balancer_v<P>;
 #endif
 
 /// Stage 1 with policy `P` (default: `balancer`): every pack's cell, balanced for `mode`.
 template <class P = balancer>
-assignment balance(span<const std::int64_t> costs, const shape& s,
-                   sync_mode mode = sync_mode::per_micro_step, const P& policy = P{}) {
+[[nodiscard]] assignment balance(span<const std::int64_t> costs, const shape& s,
+                                 sync_mode mode = sync_mode::per_micro_step,
+                                 const P& policy = P{}) {
   static_assert(is_balancer_v<P>, "P must be callable as assignment(span<const int64_t>, "
                                   "const shape&, sync_mode)");
   return policy(costs, s, mode);

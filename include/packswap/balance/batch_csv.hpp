@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/csv.hpp"
 #include "packswap/error.hpp"
 
@@ -25,7 +25,7 @@ namespace packswap {
 /// auto packs = packswap::read_batch_csv(in);
 /// auto sol = packswap::solve(packs, {64, 16});
 /// ```
-inline std::vector<pack_meta> read_batch_csv(std::istream& in) {
+[[nodiscard]] inline std::vector<pack_meta> read_batch_csv(std::istream& in) {
   static constexpr std::string_view header = "pack,source_rank,cost,bytes";
   static constexpr const char* names[] = {"pack", "source_rank", "cost", "bytes"};
   std::vector<pack_meta> packs;

@@ -2,7 +2,7 @@
 
 #include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/sort.hpp"
-#include "packswap/detail/span.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstdint>

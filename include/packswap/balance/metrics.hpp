@@ -1,6 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
+#include "packswap/detail/step_maxima.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -29,15 +30,15 @@ inline void cell_loads(span<const std::int64_t> costs, const assignment& a, cons
 }
 
 /// Load of every cell, `loads[rank * ga + micro_step]`. Requires a valid assignment.
-inline std::vector<std::int64_t> cell_loads(span<const std::int64_t> costs, const assignment& a,
-                                            const shape& s) {
+[[nodiscard]] inline std::vector<std::int64_t> cell_loads(span<const std::int64_t> costs,
+                                                          const assignment& a, const shape& s) {
   std::vector<std::int64_t> loads;
   cell_loads(costs, a, s, loads);
   return loads;
 }
 
 /// A = sum over micro-steps m of max over ranks r of `loads[r * ga + m]`.
-inline std::int64_t step_time_a(span<const std::int64_t> loads, const shape& s) {
+[[nodiscard]] inline std::int64_t step_time_a(span<const std::int64_t> loads, const shape& s) {
   std::int64_t total = 0;
   for (std::int32_t m = 0; m < s.ga; ++m) {
     std::int64_t slowest = 0;
@@ -50,7 +51,7 @@ inline std::int64_t step_time_a(span<const std::int64_t> loads, const shape& s) 
 }
 
 /// B = max over ranks r of the sum over micro-steps of `loads[r * ga + m]`.
-inline std::int64_t step_time_b(span<const std::int64_t> loads, const shape& s) {
+[[nodiscard]] inline std::int64_t step_time_b(span<const std::int64_t> loads, const shape& s) {
   std::int64_t worst = 0;
   for (std::int32_t r = 0; r < s.dp; ++r) {
     std::int64_t sum = 0;
@@ -106,7 +107,8 @@ inline void profile_loads(span<const std::int64_t> costs, const assignment& a, c
 /// LB_A: costs sorted descending, cut into `ga` groups of `dp * mbs`, the groups' maxima summed
 /// (the optimum of A when mbs = 1); for mbs > 1 also at least ceil(total / dp). `sorted_desc`
 /// must hold all costs in descending order.
-inline std::int64_t lower_bound_a_sorted(span<const std::int64_t> sorted_desc, const shape& s) {
+[[nodiscard]] inline std::int64_t lower_bound_a_sorted(span<const std::int64_t> sorted_desc,
+                                                       const shape& s) {
   std::int64_t sum_of_maxima = 0;
   std::int64_t total = 0;
   const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
@@ -123,7 +125,8 @@ inline std::int64_t lower_bound_a_sorted(span<const std::int64_t> sorted_desc, c
 /// LB_B: max(ceil(total / dp), the lightest possible cell holding the largest pack, that is the
 /// largest cost plus the `mbs - 1` smallest). `sorted_desc` must hold all costs in descending
 /// order.
-inline std::int64_t lower_bound_b_sorted(span<const std::int64_t> sorted_desc, const shape& s) {
+[[nodiscard]] inline std::int64_t lower_bound_b_sorted(span<const std::int64_t> sorted_desc,
+                                                       const shape& s) {
   std::int64_t total = 0;
   for (const auto c : sorted_desc) {
     total += c;
@@ -163,8 +166,8 @@ inline void lower_bounds(span<const std::int64_t> costs, span<const std::int32_t
 } // namespace detail
 
 /// A, LB_A, B and LB_B of assignment `a` for `costs`. Validates its inputs.
-inline balance_metrics measure_balance(span<const std::int64_t> costs, const assignment& a,
-                                       const shape& s) {
+[[nodiscard]] inline balance_metrics measure_balance(span<const std::int64_t> costs,
+                                                     const assignment& a, const shape& s) {
   validate_costs(costs, s);
   validate_assignment(a, s);
   std::vector<std::int64_t> sorted(costs.begin(), costs.end());

@@ -2,8 +2,8 @@
 
 #include "packswap/cost/cost_model.hpp"
 #include "packswap/cost/features.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <array>
@@ -27,7 +27,7 @@ enum class cost_term {
 };
 
 /// The stable name of a term, e.g. `"vit_per_image_token"`.
-constexpr const char* to_string(cost_term t) noexcept {
+[[nodiscard]] constexpr const char* to_string(cost_term t) noexcept {
   switch (t) {
   case cost_term::pack:
     return "pack";
@@ -200,7 +200,8 @@ inline std::vector<double> least_squares(std::vector<double> a, std::vector<doub
 /// auto fit = packswap::calibrate(rows, {cost_term::vit_fixed, cost_term::vit_per_image_token});
 /// packswap::cost_model model = fit.model;
 /// ```
-inline calibration calibrate(span<const pack_timing> rows, span<const cost_term> terms) {
+[[nodiscard]] inline calibration calibrate(span<const pack_timing> rows,
+                                           span<const cost_term> terms) {
   PACKSWAP_EXPECTS(!terms.empty(), errc::invalid_argument, "no cost term to fit");
   for (std::size_t j = 0; j < terms.size(); ++j) {
     for (std::size_t c = 0; c < j; ++c) {
@@ -271,12 +272,13 @@ inline calibration calibrate(span<const pack_timing> rows, span<const cost_term>
 }
 
 /// `calibrate` with the terms listed in place.
-inline calibration calibrate(span<const pack_timing> rows, std::initializer_list<cost_term> terms) {
+[[nodiscard]] inline calibration calibrate(span<const pack_timing> rows,
+                                           std::initializer_list<cost_term> terms) {
   return calibrate(rows, span<const cost_term>(terms.begin(), terms.size()));
 }
 
 /// `calibrate` with all six terms.
-inline calibration calibrate(span<const pack_timing> rows) {
+[[nodiscard]] inline calibration calibrate(span<const pack_timing> rows) {
   return calibrate(rows, span<const cost_term>(all_cost_terms.data(), all_cost_terms.size()));
 }
 

@@ -24,7 +24,7 @@ struct is_cost_model<
 template <class M>
 inline constexpr bool is_cost_model_v = is_cost_model<M>::value;
 
-#if defined(__cpp_concepts)
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// The C++20 spelling of `is_cost_model_v`.
 template <class M>
 concept cost_model_like = is_cost_model_v<M>;
@@ -62,7 +62,7 @@ struct cost_model {
   /// The cost of a pack with features `f`, in microseconds. Throws `errc::invalid_argument` for a
   /// negative coefficient and `errc::overflow` when the sum leaves `std::int64_t` femtoseconds
   /// (about 2.5 hours).
-  std::int64_t operator()(const pack_features& f) const {
+  [[nodiscard]] std::int64_t operator()(const pack_features& f) const {
     const std::int64_t coef[] = {pack_fs,          vit_fixed_fs,     vit_per_image_token_fs,
                                  vit_attention_fs, llm_per_token_fs, llm_attention_fs};
     const std::int64_t x[] = {1,        f.images > 0 ? 1 : 0, f.image_tokens, f.image_tokens_sq,

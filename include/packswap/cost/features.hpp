@@ -1,10 +1,10 @@
 #pragma once
 
 #include "packswap/detail/checked.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/packing/pack_list.hpp"
 #include "packswap/packing/sample.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -24,13 +24,13 @@ struct pack_features {
   std::int64_t document_tokens_sq = 0; ///< sum over documents of (its length)^2: LLM attention
 
   /// Every field equal.
-  friend bool operator==(const pack_features& a, const pack_features& b) noexcept {
+  [[nodiscard]] friend bool operator==(const pack_features& a, const pack_features& b) noexcept {
     return a.samples == b.samples && a.tokens == b.tokens && a.image_tokens == b.image_tokens &&
            a.images == b.images && a.image_tokens_sq == b.image_tokens_sq &&
            a.documents == b.documents && a.document_tokens_sq == b.document_tokens_sq;
   }
   /// Some field differs.
-  friend bool operator!=(const pack_features& a, const pack_features& b) noexcept {
+  [[nodiscard]] friend bool operator!=(const pack_features& a, const pack_features& b) noexcept {
     return !(a == b);
   }
 };
@@ -42,7 +42,8 @@ struct pack_features {
 /// ```
 /// auto f = packswap::features_of(samples, packs.samples(0));
 /// ```
-inline pack_features features_of(const sample_set& set, span<const std::int32_t> ids) {
+[[nodiscard]] inline pack_features features_of(const sample_set& set,
+                                               span<const std::int32_t> ids) {
   pack_features f;
   for (const auto id : ids) {
     PACKSWAP_EXPECTS(id >= 0 && static_cast<std::size_t>(id) < set.size(), errc::invalid_argument,
@@ -65,7 +66,8 @@ inline pack_features features_of(const sample_set& set, span<const std::int32_t>
 }
 
 /// The features of every pack of `packs`, which `set` was packed into.
-inline std::vector<pack_features> features_of(const sample_set& set, const pack_list& packs) {
+[[nodiscard]] inline std::vector<pack_features> features_of(const sample_set& set,
+                                                            const pack_list& packs) {
   std::vector<pack_features> out;
   out.reserve(packs.size());
   for (std::size_t p = 0; p < packs.size(); ++p) {

@@ -1,13 +1,13 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/cost/cost_model.hpp"
 #include "packswap/cost/features.hpp"
 #include "packswap/cost/payload.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/packing/pack_list.hpp"
 #include "packswap/packing/sample.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -28,9 +28,9 @@ namespace packswap {
 /// auto sol = packswap::solve(batch, s);
 /// ```
 template <class CostModel = cost_model>
-std::vector<pack_meta> make_pack_meta(span<const pack_features> packs, const shape& s,
-                                      const CostModel& cost = CostModel{},
-                                      const payload_model& payload = payload_model{}) {
+[[nodiscard]] std::vector<pack_meta>
+make_pack_meta(span<const pack_features> packs, const shape& s, const CostModel& cost = CostModel{},
+               const payload_model& payload = payload_model{}) {
   static_assert(is_cost_model_v<CostModel>,
                 "CostModel must be callable as std::int64_t(const pack_features&) const");
   validate(s);
@@ -51,10 +51,10 @@ std::vector<pack_meta> make_pack_meta(span<const pack_features> packs, const sha
 /// The same for global batch `batch` of a packed stream: packs `[batch * P, (batch + 1) * P)` of
 /// `packs` with `P = s.packs()`, which must exist.
 template <class CostModel = cost_model>
-std::vector<pack_meta> make_pack_meta(const sample_set& set, const pack_list& packs,
-                                      std::int64_t batch, const shape& s,
-                                      const CostModel& cost = CostModel{},
-                                      const payload_model& payload = payload_model{}) {
+[[nodiscard]] std::vector<pack_meta>
+make_pack_meta(const sample_set& set, const pack_list& packs, std::int64_t batch, const shape& s,
+               const CostModel& cost = CostModel{},
+               const payload_model& payload = payload_model{}) {
   validate(s);
   const auto n = static_cast<std::int64_t>(packs.size());
   PACKSWAP_EXPECTS(

@@ -28,7 +28,7 @@ struct payload_model {
 
   /// The payload of a pack with features `f`. Throws `errc::invalid_argument` for a negative
   /// parameter and `errc::overflow` when the sum leaves `std::int64_t`.
-  std::int64_t operator()(const pack_features& f) const {
+  [[nodiscard]] std::int64_t operator()(const pack_features& f) const {
     PACKSWAP_EXPECTS(bytes_per_text_token >= 0 && bytes_per_image_token >= 0 && bytes_per_pack >= 0,
                      errc::invalid_argument,
                      "payload_model has bytes per text token "

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -46,7 +46,7 @@ struct budgeted_packer {
   /// Packs `set`. Throws `errc::invalid_argument` on a bad parameter, or (policy `reject`) on the
   /// first sample, in stream order, that fits no pack: "sample 3 has 5000 image tokens, the image
   /// budget is 4096".
-  pack_list operator()(const sample_set& set) const {
+  [[nodiscard]] pack_list operator()(const sample_set& set) const {
     detail::validate_packer(capacity, buffer, lookahead);
     PACKSWAP_EXPECTS(image_budget >= 0, errc::invalid_argument,
                      "image budget is " << image_budget << " tokens, must be >= 0");

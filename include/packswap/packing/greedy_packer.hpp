@@ -48,7 +48,7 @@ struct greedy_packer {
   /// Packs `set`. Throws `errc::invalid_argument` on a bad parameter, or (policy `reject`) on the
   /// first sample, in stream order, longer than `capacity`: "sample 17 has 9001 tokens, capacity
   /// is 8192".
-  pack_list operator()(const sample_set& set) const {
+  [[nodiscard]] pack_list operator()(const sample_set& set) const {
     detail::validate_packer(capacity, buffer, lookahead);
     detail::largest_fit_buffer candidates;
     return detail::pack_buffered(

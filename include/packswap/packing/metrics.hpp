@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/packing/pack_list.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -23,7 +23,7 @@ struct percentiles {
 };
 
 /// The nearest-rank percentiles of `values` (see `percentiles`).
-inline percentiles nearest_rank_percentiles(span<const std::int64_t> values) {
+[[nodiscard]] inline percentiles nearest_rank_percentiles(span<const std::int64_t> values) {
   std::vector<std::int64_t> v(values.begin(), values.end());
   if (v.empty()) {
     return {};
@@ -49,7 +49,7 @@ struct packing_metrics {
   percentiles image_tokens_per_pack;
 
   /// Packing efficiency: real tokens / (packs x capacity), in [0, 1]; 0 when there is no pack.
-  double efficiency() const noexcept {
+  [[nodiscard]] double efficiency() const noexcept {
     return packs == 0 ? 0.0
                       : static_cast<double>(tokens) /
                             (static_cast<double>(packs) * static_cast<double>(capacity));
@@ -58,7 +58,7 @@ struct packing_metrics {
 
 /// The mean image tokens per pack, rounded to the nearest integer (halves up); 0 without packs.
 /// With a 1D packing this is the usual image budget to try for `budgeted_packer`.
-inline std::int64_t mean_image_tokens_per_pack(const pack_list& packs) noexcept {
+[[nodiscard]] inline std::int64_t mean_image_tokens_per_pack(const pack_list& packs) noexcept {
   const auto n = static_cast<std::int64_t>(packs.size());
   if (n == 0) {
     return 0;
@@ -73,7 +73,7 @@ inline std::int64_t mean_image_tokens_per_pack(const pack_list& packs) noexcept 
 /// auto m = packswap::measure_packing(packswap::pack_samples(samples));
 /// std::cout << 100 * m.efficiency() << "% full, p99 image tokens " << m.image_tokens_per_pack.p99;
 /// ```
-inline packing_metrics measure_packing(const pack_list& packs) {
+[[nodiscard]] inline packing_metrics measure_packing(const pack_list& packs) {
   packing_metrics m;
   m.samples = static_cast<std::int64_t>(packs.total_samples());
   m.skipped = static_cast<std::int64_t>(packs.skipped().size());

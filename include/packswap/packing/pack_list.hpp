@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -45,32 +45,32 @@ class pack_list {
   }
 
   /// Tokens one pack may hold.
-  std::int64_t capacity() const noexcept { return capacity_; }
+  [[nodiscard]] std::int64_t capacity() const noexcept { return capacity_; }
   /// Image tokens one pack may hold (`no_budget` when unlimited).
-  std::int64_t image_budget() const noexcept { return budget_; }
+  [[nodiscard]] std::int64_t image_budget() const noexcept { return budget_; }
 
   /// The number of closed packs.
-  std::size_t size() const noexcept { return tokens_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return tokens_.size(); }
   /// Whether there is no closed pack.
-  bool empty() const noexcept { return tokens_.empty(); }
+  [[nodiscard]] bool empty() const noexcept { return tokens_.empty(); }
 
   /// Sample ids of pack `p`, in placement order.
-  span<const std::int32_t> samples(std::size_t p) const noexcept {
+  [[nodiscard]] span<const std::int32_t> samples(std::size_t p) const noexcept {
     return {ids_.data() + end_[p], static_cast<std::size_t>(end_[p + 1] - end_[p])};
   }
   /// Tokens in pack `p`.
-  std::int64_t tokens(std::size_t p) const noexcept { return tokens_[p]; }
+  [[nodiscard]] std::int64_t tokens(std::size_t p) const noexcept { return tokens_[p]; }
   /// Image tokens in pack `p`.
-  std::int64_t image_tokens(std::size_t p) const noexcept { return image_tokens_[p]; }
+  [[nodiscard]] std::int64_t image_tokens(std::size_t p) const noexcept { return image_tokens_[p]; }
 
   /// Tokens over all packs.
-  std::int64_t total_tokens() const noexcept { return total_tokens_; }
+  [[nodiscard]] std::int64_t total_tokens() const noexcept { return total_tokens_; }
   /// Image tokens over all packs.
-  std::int64_t total_image_tokens() const noexcept { return total_image_tokens_; }
+  [[nodiscard]] std::int64_t total_image_tokens() const noexcept { return total_image_tokens_; }
   /// Samples over all packs.
-  std::size_t total_samples() const noexcept { return ids_.size(); }
+  [[nodiscard]] std::size_t total_samples() const noexcept { return ids_.size(); }
   /// Samples left out under `oversize_policy::skip`, in stream order.
-  span<const std::int32_t> skipped() const noexcept { return skipped_; }
+  [[nodiscard]] span<const std::int32_t> skipped() const noexcept { return skipped_; }
 
   /// Reserves room for `samples` samples and `packs` packs.
   void reserve(std::size_t samples, std::size_t packs) {

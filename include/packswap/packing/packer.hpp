@@ -23,7 +23,7 @@ struct is_packer<P,
 template <class P>
 inline constexpr bool is_packer_v = is_packer<P>::value;
 
-#if defined(__cpp_concepts)
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// The C++20 spelling of `is_packer_v`.
 template <class P>
 concept packer_like = is_packer_v<P>;
@@ -36,7 +36,7 @@ concept packer_like = is_packer_v<P>;
 /// auto two_d = packswap::pack_samples(samples, packswap::budgeted_packer{8192, 6000});
 /// ```
 template <class P = greedy_packer>
-pack_list pack_samples(const sample_set& set, const P& packer = P{}) {
+[[nodiscard]] pack_list pack_samples(const sample_set& set, const P& packer = P{}) {
   static_assert(is_packer_v<P>, "P must be callable as pack_list(const sample_set&) const");
   return packer(set);
 }

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -108,40 +108,40 @@ class sample_set {
   }
 
   /// The number of samples.
-  std::size_t size() const noexcept { return tokens_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return tokens_.size(); }
   /// Whether there is no sample.
-  bool empty() const noexcept { return tokens_.empty(); }
+  [[nodiscard]] bool empty() const noexcept { return tokens_.empty(); }
 
   /// Tokens of sample `i` (image tokens included).
-  std::int64_t tokens(std::size_t i) const noexcept { return tokens_[i]; }
+  [[nodiscard]] std::int64_t tokens(std::size_t i) const noexcept { return tokens_[i]; }
   /// Image tokens of sample `i` (the sum over its images).
-  std::int64_t image_tokens(std::size_t i) const noexcept { return image_sum_[i]; }
+  [[nodiscard]] std::int64_t image_tokens(std::size_t i) const noexcept { return image_sum_[i]; }
   /// Token count of each image of sample `i`.
-  span<const std::int32_t> images(std::size_t i) const noexcept {
+  [[nodiscard]] span<const std::int32_t> images(std::size_t i) const noexcept {
     const auto begin = i == 0 ? 0 : image_end_[i - 1];
     return {images_.data() + begin, static_cast<std::size_t>(image_end_[i] - begin)};
   }
   /// Length of each document of sample `i` (at least one document).
-  span<const std::int32_t> documents(std::size_t i) const noexcept {
+  [[nodiscard]] span<const std::int32_t> documents(std::size_t i) const noexcept {
     const auto begin = i == 0 ? 0 : document_end_[i - 1];
     return {documents_.data() + begin, static_cast<std::size_t>(document_end_[i] - begin)};
   }
   /// Everything about sample `i`.
-  sample_view operator[](std::size_t i) const noexcept {
+  [[nodiscard]] sample_view operator[](std::size_t i) const noexcept {
     return {tokens(i), image_tokens(i), images(i), documents(i)};
   }
 
   /// Tokens of every sample, indexed by sample id: what the packers read.
-  span<const std::int32_t> tokens() const noexcept { return tokens_; }
+  [[nodiscard]] span<const std::int32_t> tokens() const noexcept { return tokens_; }
   /// Image tokens of every sample, indexed by sample id.
-  span<const std::int32_t> image_tokens() const noexcept { return image_sum_; }
+  [[nodiscard]] span<const std::int32_t> image_tokens() const noexcept { return image_sum_; }
 
   /// Tokens over all samples.
-  std::int64_t total_tokens() const noexcept { return total_tokens_; }
+  [[nodiscard]] std::int64_t total_tokens() const noexcept { return total_tokens_; }
   /// Image tokens over all samples.
-  std::int64_t total_image_tokens() const noexcept { return total_image_tokens_; }
+  [[nodiscard]] std::int64_t total_image_tokens() const noexcept { return total_image_tokens_; }
   /// Images over all samples.
-  std::size_t total_images() const noexcept { return images_.size(); }
+  [[nodiscard]] std::size_t total_images() const noexcept { return images_.size(); }
 
   /// The largest token count of one sample (and of one image, one document), `2^31 - 1`.
   static constexpr std::int64_t max_count = std::numeric_limits<std::int32_t>::max();

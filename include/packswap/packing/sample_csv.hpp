@@ -39,7 +39,7 @@ namespace packswap {
 /// std::ifstream file("stats.csv");
 /// packswap::sample_set samples = packswap::read_sample_csv(file);
 /// ```
-inline sample_set read_sample_csv(std::istream& in) {
+[[nodiscard]] inline sample_set read_sample_csv(std::istream& in) {
   constexpr std::array<std::string_view, 3> known = {"tokens", "images", "documents"};
   sample_set out;
   std::vector<int> column; // column index -> index in `known`

@@ -2,9 +2,9 @@
 
 #include "packswap/detail/checked.hpp"
 #include "packswap/detail/prng.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/packing/sample.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -146,7 +146,8 @@ inline void validate(const workload& w) {
 /// ```
 /// auto samples = packswap::generate(packswap::workload_preset("vlm-pretrain"), 100'000, 42);
 /// ```
-inline sample_set generate(const workload& w, std::int64_t count, std::uint64_t seed) {
+[[nodiscard]] inline sample_set generate(const workload& w, std::int64_t count,
+                                         std::uint64_t seed) {
   validate(w);
   PACKSWAP_EXPECTS(count >= 0 && count <= sample_set::max_count, errc::invalid_argument,
                    "sample count is " << count << ", must be in [0, " << sample_set::max_count
@@ -207,7 +208,7 @@ inline sample_set generate(const workload& w, std::int64_t count, std::uint64_t 
 }
 
 /// The names `workload_preset` knows, the default first.
-inline std::vector<std::string> workload_preset_names() {
+[[nodiscard]] inline std::vector<std::string> workload_preset_names() {
   return {"vlm-pretrain", "captioning", "high-res", "text-only"};
 }
 
@@ -232,7 +233,7 @@ inline std::vector<std::string> workload_preset_names() {
 /// - `text-only`: no images: 64 to 6,000 tokens, one to four documents (an LLM-only stream).
 ///
 /// Throws `errc::invalid_argument` listing the known names for an unknown one.
-inline workload workload_preset(std::string_view name) {
+[[nodiscard]] inline workload workload_preset(std::string_view name) {
   workload w;
   w.name = std::string(name);
   if (name == "vlm-pretrain") {

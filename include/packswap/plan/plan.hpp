@@ -1,8 +1,9 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/digest.hpp"
 #include "packswap/detail/select.hpp"
+#include "packswap/detail/step_maxima.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -20,7 +21,7 @@ struct transfer {
   std::int64_t bytes = 0; ///< payload size
 
   /// Same pack, peer and size.
-  friend constexpr bool operator==(const transfer& x, const transfer& y) noexcept {
+  [[nodiscard]] friend constexpr bool operator==(const transfer& x, const transfer& y) noexcept {
     return x.pack == y.pack && x.peer == y.peer && x.bytes == y.bytes;
   }
 };
@@ -51,41 +52,43 @@ class plan {
   plan() = default;
 
   /// The batch shape this plan is for.
-  const packswap::shape& batch_shape() const noexcept { return shape_; }
+  [[nodiscard]] const packswap::shape& batch_shape() const noexcept { return shape_; }
   /// The first rank whose lists this plan holds.
-  std::int32_t first_rank() const noexcept { return first_; }
+  [[nodiscard]] std::int32_t first_rank() const noexcept { return first_; }
   /// One past the last rank whose lists this plan holds.
-  std::int32_t last_rank() const noexcept { return last_; }
+  [[nodiscard]] std::int32_t last_rank() const noexcept { return last_; }
 
   /// The packs `rank` computes at micro-step `step`, ascending pack id (`mbs` of them).
-  span<const std::int32_t> compute(std::int32_t rank, std::int32_t step) const {
+  [[nodiscard]] span<const std::int32_t> compute(std::int32_t rank, std::int32_t step) const {
     return slice(compute_, compute_off_, rank, step);
   }
   /// Those of `compute(rank, step)` that `rank`'s own loader produced: used in place.
-  span<const std::int32_t> keep(std::int32_t rank, std::int32_t step) const {
+  [[nodiscard]] span<const std::int32_t> keep(std::int32_t rank, std::int32_t step) const {
     return slice(keep_, keep_off_, rank, step);
   }
   /// The packs of `rank`'s loader that another rank computes at micro-step `step`, each with
   /// its receiver, by (peer, pack id).
-  span<const transfer> sends(std::int32_t rank, std::int32_t step) const {
+  [[nodiscard]] span<const transfer> sends(std::int32_t rank, std::int32_t step) const {
     return slice(send_, send_off_, rank, step);
   }
   /// The packs `rank` computes at micro-step `step` that come from other ranks, each with its
   /// sender, by (peer, pack id).
-  span<const transfer> receives(std::int32_t rank, std::int32_t step) const {
+  [[nodiscard]] span<const transfer> receives(std::int32_t rank, std::int32_t step) const {
     return slice(recv_, recv_off_, rank, step);
   }
 
   /// Everything rank `rank` sends, micro-step by micro-step (each step's part sorted by (peer,
   /// pack)).
-  span<const transfer> sends(std::int32_t rank) const { return rank_slice(send_, send_off_, rank); }
+  [[nodiscard]] span<const transfer> sends(std::int32_t rank) const {
+    return rank_slice(send_, send_off_, rank);
+  }
   /// Everything rank `rank` receives, micro-step by micro-step.
-  span<const transfer> receives(std::int32_t rank) const {
+  [[nodiscard]] span<const transfer> receives(std::int32_t rank) const {
     return rank_slice(recv_, recv_off_, rank);
   }
 
   /// Bytes rank `rank` receives for micro-step `step`.
-  std::int64_t receive_bytes(std::int32_t rank, std::int32_t step) const {
+  [[nodiscard]] std::int64_t receive_bytes(std::int32_t rank, std::int32_t step) const {
     std::int64_t sum = 0;
     for (const auto& t : receives(rank, step)) {
       sum += t.bytes;
@@ -94,7 +97,7 @@ class plan {
   }
 
   /// Bytes rank `rank` sends for micro-step `step`.
-  std::int64_t send_bytes(std::int32_t rank, std::int32_t step) const {
+  [[nodiscard]] std::int64_t send_bytes(std::int32_t rank, std::int32_t step) const {
     std::int64_t sum = 0;
     for (const auto& t : sends(rank, step)) {
       sum += t.bytes;
@@ -105,7 +108,7 @@ class plan {
   /// A digest of the lists this plan holds (and of its shape and rank range): equal wherever the
   /// same plan was built. To compare across ranks that each built only their own plan, digest
   /// the assignment instead (`packswap::digest(const assignment&)`).
-  std::uint64_t digest() const noexcept {
+  [[nodiscard]] std::uint64_t digest() const noexcept {
     detail::digest d;
     d.i64(shape_.dp);
     d.i64(shape_.ga);
@@ -295,7 +298,8 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
 
 /// Derives the plan of assignment `a` for the batch `packs` of shape `s`, for every rank.
 /// O(packs) plus O(dp); nothing is comparison-sorted. Validates its inputs.
-inline plan make_plan(span<const pack_meta> packs, const shape& s, const assignment& a) {
+[[nodiscard]] inline plan make_plan(span<const pack_meta> packs, const shape& s,
+                                    const assignment& a) {
   validate_batch(packs, s);
   validate_assignment(a, s);
   return detail::build_plan(packs, s, a, 0, s.dp);
@@ -303,8 +307,8 @@ inline plan make_plan(span<const pack_meta> packs, const shape& s, const assignm
 
 /// The plan of rank `rank` alone: its compute, keep, send and receive lists. One linear scan of
 /// the batch; this is all a rank needs at run time. Validates its inputs.
-inline plan make_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
-                      std::int32_t rank) {
+[[nodiscard]] inline plan make_plan(span<const pack_meta> packs, const shape& s,
+                                    const assignment& a, std::int32_t rank) {
   validate_batch(packs, s);
   validate_assignment(a, s);
   PACKSWAP_EXPECTS(rank >= 0 && rank < s.dp, errc::invalid_argument,
@@ -314,7 +318,7 @@ inline plan make_plan(span<const pack_meta> packs, const shape& s, const assignm
 
 /// A digest of an assignment (and its length): equal on every rank that solved the same batch
 /// identically; ranks compare it to detect diverging plans.
-inline std::uint64_t digest(const assignment& a) noexcept {
+[[nodiscard]] inline std::uint64_t digest(const assignment& a) noexcept {
   detail::digest d;
   d.u64(a.size());
   for (const auto& c : a) {
@@ -376,7 +380,8 @@ inline assignment order_steps(span<const pack_meta> packs, const shape& s, assig
 /// the smallest largest-per-rank receive (the exchange of the first micro-step cannot hide behind
 /// compute), then the smallest total receive, then the lowest original index. The other
 /// micro-steps keep their relative order. A and B do not change. Validates its inputs.
-inline assignment order_micro_steps(span<const pack_meta> packs, const shape& s, assignment a) {
+[[nodiscard]] inline assignment order_micro_steps(span<const pack_meta> packs, const shape& s,
+                                                  assignment a) {
   validate_batch(packs, s);
   validate_assignment(a, s);
   return detail::order_steps(packs, s, std::move(a));

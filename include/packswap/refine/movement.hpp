@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/select.hpp"
 #include "packswap/refine/topology.hpp"
 
@@ -71,8 +71,9 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
 
 /// Movement of assignment `a`: every pack not computed on its source rank is sent once. Validates
 /// its inputs.
-inline movement_metrics measure_movement(span<const pack_meta> packs, const assignment& a,
-                                         const shape& s, const topology& topo = {}) {
+[[nodiscard]] inline movement_metrics measure_movement(span<const pack_meta> packs,
+                                                       const assignment& a, const shape& s,
+                                                       const topology& topo = {}) {
   validate_batch(packs, s);
   validate_assignment(a, s);
   topo.validate_for(s.dp);

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/refine/detail/cell_swaps.hpp"
 #include "packswap/refine/detail/home_first.hpp"
 #include "packswap/refine/relabel.hpp"
@@ -208,6 +208,12 @@ struct is_refiner<P,
 /// `is_refiner<P>::value`.
 template <class P>
 inline constexpr bool is_refiner_v = is_refiner<P>::value;
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+/// The C++20 spelling of `is_refiner_v`.
+template <class P>
+concept refiner_like = is_refiner_v<P>;
+#endif
 
 /// Stage 2 with policy `P` (default: `refiner`): among assignments as balanced as `stage1`
 /// (within `opt.eps`), one that moves fewer weighted bytes.

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/refine/topology.hpp"
 
 #include <algorithm>
@@ -40,8 +40,8 @@ byte_totals bytes_of(span<const pack_meta> packs, const topology& topo, RankOf r
 /// column and rank used once. Returns `a` unchanged when the renaming would not move fewer
 /// weighted bytes (under `topo`, saturated at the int64 maximum) than the names `a` already has.
 /// O(N log N). Validates its inputs.
-inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s, assignment a,
-                                const topology& topo = {}) {
+[[nodiscard]] inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s,
+                                              assignment a, const topology& topo = {}) {
   validate_batch(packs, s);
   validate_assignment(a, s);
   topo.validate_for(s.dp);

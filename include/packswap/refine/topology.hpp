@@ -23,7 +23,8 @@ class topology {
   topology() = default;
 
   /// Ranks `[k * ranks_per_node, (k + 1) * ranks_per_node)` form node k.
-  static topology uniform(std::int32_t ranks_per_node, std::int64_t inter_node_weight = 4) {
+  [[nodiscard]] static topology uniform(std::int32_t ranks_per_node,
+                                        std::int64_t inter_node_weight = 4) {
     PACKSWAP_EXPECTS(ranks_per_node >= 1, errc::invalid_argument,
                      "ranks per node is " << ranks_per_node << ", must be at least 1");
     check_weight(inter_node_weight);
@@ -34,8 +35,8 @@ class topology {
   }
 
   /// Rank r sits on node `node_of_rank[r]`; ranks beyond the map are an error when queried.
-  static topology from_map(std::vector<std::int32_t> node_of_rank,
-                           std::int64_t inter_node_weight = 4) {
+  [[nodiscard]] static topology from_map(std::vector<std::int32_t> node_of_rank,
+                                         std::int64_t inter_node_weight = 4) {
     for (std::size_t r = 0; r < node_of_rank.size(); ++r) {
       PACKSWAP_EXPECTS(node_of_rank[r] >= 0, errc::invalid_argument,
                        "rank " << r << " is mapped to node " << node_of_rank[r]
@@ -49,7 +50,7 @@ class topology {
   }
 
   /// The node of `rank`.
-  std::int32_t node(std::int32_t rank) const {
+  [[nodiscard]] std::int32_t node(std::int32_t rank) const {
     if (!map_.empty()) {
       if (rank < 0 || static_cast<std::size_t>(rank) >= map_.size()) {
         unmapped(rank); // out of line: this runs for every moved pack
@@ -61,7 +62,7 @@ class topology {
 
   /// Cost of one byte from `from` to `to`: 0 on the same rank, 1 within a node, the inter-node
   /// weight across nodes.
-  std::int64_t weight(std::int32_t from, std::int32_t to) const {
+  [[nodiscard]] std::int64_t weight(std::int32_t from, std::int32_t to) const {
     if (from == to) {
       return 0;
     }
@@ -69,12 +70,12 @@ class topology {
   }
 
   /// The weight of a byte that crosses nodes.
-  std::int64_t inter_node_weight() const noexcept { return weight_; }
+  [[nodiscard]] std::int64_t inter_node_weight() const noexcept { return weight_; }
 
   /// `intra_node_bytes + inter_node_weight() * inter_node_bytes` (both >= 0), saturated at the
   /// int64 maximum, which byte totals near it would exceed.
-  std::int64_t weighted(std::int64_t intra_node_bytes,
-                        std::int64_t inter_node_bytes) const noexcept {
+  [[nodiscard]] std::int64_t weighted(std::int64_t intra_node_bytes,
+                                      std::int64_t inter_node_bytes) const noexcept {
     constexpr std::int64_t most = std::numeric_limits<std::int64_t>::max();
     if (inter_node_bytes > (most - intra_node_bytes) / weight_) {
       return most;

@@ -38,7 +38,7 @@ struct llm_model {
   std::int64_t attention_fs = 0;    ///< each (document length)^2
 
   /// Throws `errc::invalid_argument` for a negative parameter, `errc::overflow` past int64.
-  std::int64_t operator()(const pack_features& f) const {
+  [[nodiscard]] std::int64_t operator()(const pack_features& f) const {
     PACKSWAP_EXPECTS(pack_us >= 0 && per_token_fs >= 0 && attention_fs >= 0, errc::invalid_argument,
                      "llm_model has pack_us " << pack_us << ", per_token_fs " << per_token_fs
                                               << ", attention_fs " << attention_fs
@@ -64,7 +64,7 @@ struct compute_model {
 
   /// The ViT's and the LLM's time for a pack with features `f`, in microseconds; throws
   /// `errc::overflow` past `std::int64_t`.
-  std::int64_t operator()(const pack_features& f) const {
+  [[nodiscard]] std::int64_t operator()(const pack_features& f) const {
     return detail::checked_add(vit(f), llm(f), "pack compute time");
   }
 };

@@ -25,7 +25,7 @@ inline constexpr std::array<method, 5> all_methods = {method::baseline, method::
 
 /// The stable name of a method: `"baseline"`, `"2d"`, `"local"`, `"rebalance-sync"`,
 /// `"rebalance-overlap"` (the names in `packswap-sim`'s JSON and CSV).
-constexpr const char* to_string(method m) noexcept {
+[[nodiscard]] constexpr const char* to_string(method m) noexcept {
   switch (m) {
   case method::baseline:
     return "baseline";
@@ -47,7 +47,7 @@ constexpr const char* to_string(method m) noexcept {
 /// ```
 /// auto m = packswap::method_from_string("rebalance-overlap");
 /// ```
-inline method method_from_string(std::string_view name) {
+[[nodiscard]] inline method method_from_string(std::string_view name) {
   std::string known;
   for (const auto m : all_methods) {
     if (name == to_string(m)) {

@@ -1,10 +1,10 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/checked.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/refine/topology.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -63,13 +63,14 @@ struct network_model {
   }
 
   /// Whether ranks `a` and `b` share a node.
-  bool same_node(std::int32_t a, std::int32_t b) const noexcept {
+  [[nodiscard]] bool same_node(std::int32_t a, std::int32_t b) const noexcept {
     return a / ranks_per_node == b / ranks_per_node;
   }
 
   /// Microseconds to move `intra` bytes within the node and `inter` bytes across nodes, in
   /// `messages` messages, in one direction (see above). Requires a valid model and counts >= 0.
-  std::int64_t transfer_us(std::int64_t intra, std::int64_t inter, std::int64_t messages) const {
+  [[nodiscard]] std::int64_t transfer_us(std::int64_t intra, std::int64_t inter,
+                                         std::int64_t messages) const {
     const std::int64_t wire =
         std::max(link_us(intra, intra_node_bytes_per_s), link_us(inter, inter_node_bytes_per_s));
     const std::int64_t ns = detail::checked_mul(messages, latency_ns, "message latency");
@@ -78,7 +79,7 @@ struct network_model {
 
   /// The solver's view of these links: the same nodes, and a crossing byte weighted by how much
   /// slower the inter-node link is (rounded, at least 1).
-  packswap::topology topology() const {
+  [[nodiscard]] packswap::topology topology() const {
     const std::int64_t ratio =
         (intra_node_bytes_per_s + inter_node_bytes_per_s / 2) / inter_node_bytes_per_s;
     return topology::uniform(ranks_per_node, std::clamp<std::int64_t>(ratio, 1, 1 << 20));
@@ -113,8 +114,9 @@ struct exchange_profile {
 /// auto sol = packswap::solve(meta, shape);
 /// auto x = packswap::measure_exchange(meta, sol.cells, shape, packswap::network_model{});
 /// ```
-inline exchange_profile measure_exchange(span<const pack_meta> packs, const assignment& cells,
-                                         const shape& s, const network_model& net) {
+[[nodiscard]] inline exchange_profile measure_exchange(span<const pack_meta> packs,
+                                                       const assignment& cells, const shape& s,
+                                                       const network_model& net) {
   validate_batch(packs, s);
   validate_assignment(cells, s);
   net.validate();

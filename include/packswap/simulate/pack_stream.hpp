@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/cost/cost_model.hpp"
 #include "packswap/cost/features.hpp"
 #include "packswap/cost/payload.hpp"
@@ -31,15 +31,15 @@ struct pack_stream {
   std::vector<std::int64_t> tokens;     ///< real tokens per pack
 
   /// The number of packs.
-  std::size_t size() const noexcept { return compute_us.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return compute_us.size(); }
 };
 
 /// Prices every pack of `packs`, packed from `set`, with `model` (a cost model in microseconds:
 /// `compute_model` by default) and `payload`.
 template <class ComputeModel = compute_model>
-pack_stream make_pack_stream(const sample_set& set, const pack_list& packs,
-                             const ComputeModel& model = ComputeModel{},
-                             const payload_model& payload = payload_model{}) {
+[[nodiscard]] pack_stream make_pack_stream(const sample_set& set, const pack_list& packs,
+                                           const ComputeModel& model = ComputeModel{},
+                                           const payload_model& payload = payload_model{}) {
   static_assert(is_cost_model_v<ComputeModel>,
                 "ComputeModel must be callable as std::int64_t(const pack_features&) const");
   pack_stream out;
@@ -68,7 +68,7 @@ pack_stream make_pack_stream(const sample_set& set, const pack_list& packs,
 /// ```
 /// auto stream = packswap::drop_ends(packswap::make_pack_stream(samples, packs), 2000);
 /// ```
-inline pack_stream drop_ends(const pack_stream& stream, std::size_t n) {
+[[nodiscard]] inline pack_stream drop_ends(const pack_stream& stream, std::size_t n) {
   pack_stream out;
   out.capacity = stream.capacity;
   if (stream.size() <= 2 * n) {
@@ -89,8 +89,9 @@ inline pack_stream drop_ends(const pack_stream& stream, std::size_t n) {
 /// few hundred thousand packs serves any number of steps, each batch still a stretch of
 /// consecutive packs. Throws `errc::invalid_argument` when one batch does not fit the stream or
 /// `k` is not in `[0, steps)`.
-inline std::size_t batch_start(std::size_t stream_packs, std::int64_t batch_packs,
-                               std::int64_t steps, std::int64_t k, std::uint64_t seed) {
+[[nodiscard]] inline std::size_t batch_start(std::size_t stream_packs, std::int64_t batch_packs,
+                                             std::int64_t steps, std::int64_t k,
+                                             std::uint64_t seed) {
   PACKSWAP_EXPECTS(batch_packs >= 1 && static_cast<std::uint64_t>(batch_packs) <= stream_packs,
                    errc::invalid_argument,
                    "a global batch of " << batch_packs << " packs does not fit a stream of "
@@ -109,8 +110,8 @@ inline std::size_t batch_start(std::size_t stream_packs, std::int64_t batch_pack
 /// The solver's metadata for the global batch of shape `s` that starts at pack `start` of
 /// `stream` (wrapping around its end): cost = compute time, the payload, and source rank r for
 /// the r-th run of `ga * mbs` packs (contiguous shards).
-inline std::vector<pack_meta> batch_meta(const pack_stream& stream, std::size_t start,
-                                         const shape& s) {
+[[nodiscard]] inline std::vector<pack_meta> batch_meta(const pack_stream& stream, std::size_t start,
+                                                       const shape& s) {
   validate(s);
   const std::size_t n = stream.size();
   PACKSWAP_EXPECTS(static_cast<std::uint64_t>(s.packs()) <= n && start < n, errc::invalid_argument,
@@ -126,7 +127,8 @@ inline std::vector<pack_meta> batch_meta(const pack_stream& stream, std::size_t 
 }
 
 /// Real tokens of the `count` packs of `stream` from `start` (wrapping).
-inline std::int64_t batch_tokens(const pack_stream& stream, std::size_t start, std::int64_t count) {
+[[nodiscard]] inline std::int64_t batch_tokens(const pack_stream& stream, std::size_t start,
+                                               std::int64_t count) {
   std::int64_t sum = 0;
   for (std::int64_t p = 0; p < count; ++p) {
     sum += stream.tokens[(start + static_cast<std::size_t>(p)) % stream.size()];

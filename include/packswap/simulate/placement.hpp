@@ -1,9 +1,9 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
-#include "packswap/detail/span.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/error.hpp"
 #include "packswap/refine/refine.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +19,7 @@ namespace packswap {
 /// auto cells = packswap::loader_placement({/*dp=*/64, /*ga=*/16});
 /// auto loads = packswap::cell_loads(costs, cells, {64, 16});
 /// ```
-inline assignment loader_placement(const shape& s) {
+[[nodiscard]] inline assignment loader_placement(const shape& s) {
   validate(s);
   assignment out(static_cast<std::size_t>(s.packs()));
   const std::int64_t k = s.packs_per_rank();
@@ -39,7 +39,7 @@ inline assignment loader_placement(const shape& s) {
 /// ```
 /// auto cells = packswap::local_placement(costs, {/*dp=*/64, /*ga=*/16});
 /// ```
-inline assignment local_placement(span<const std::int64_t> costs, const shape& s) {
+[[nodiscard]] inline assignment local_placement(span<const std::int64_t> costs, const shape& s) {
   validate_costs(costs, s);
   // The solver deals each rank's packs to micro-steps the same way: reuse it, with every pack
   // staying on its source rank.

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/checked.hpp"
 #include "packswap/error.hpp"
 #include "packswap/simulate/method.hpp"
@@ -101,9 +101,10 @@ inline std::int64_t best_step(std::vector<std::int64_t> costs, const shape& s, s
 /// auto r = packswap::simulate_batch(one_d, 0, two_d, 0, {/*dp=*/1024, /*ga=*/16});
 /// auto& overlap = r[static_cast<std::size_t>(packswap::method::rebalance_overlap)];
 /// ```
-inline batch_result simulate_batch(const pack_stream& one_d, std::size_t start_1d,
-                                   const pack_stream& two_d, std::size_t start_2d, const shape& s,
-                                   const simulation_options& opt = {}) {
+[[nodiscard]] inline batch_result simulate_batch(const pack_stream& one_d, std::size_t start_1d,
+                                                 const pack_stream& two_d, std::size_t start_2d,
+                                                 const shape& s,
+                                                 const simulation_options& opt = {}) {
   opt.network.validate();
   PACKSWAP_EXPECTS(one_d.capacity == two_d.capacity, errc::invalid_argument,
                    "the 1D stream has capacity " << one_d.capacity << ", the 2D stream "
@@ -158,9 +159,10 @@ inline batch_result simulate_batch(const pack_stream& one_d, std::size_t start_1
 
 /// Global batch `k` of a run of `steps` batches of shape `s`: `simulate_batch` at the positions
 /// `batch_start` gives each stream for `seed`.
-inline batch_result simulate_step(const pack_stream& one_d, const pack_stream& two_d,
-                                  const shape& s, std::int64_t steps, std::int64_t k,
-                                  std::uint64_t seed, const simulation_options& opt = {}) {
+[[nodiscard]] inline batch_result simulate_step(const pack_stream& one_d, const pack_stream& two_d,
+                                                const shape& s, std::int64_t steps, std::int64_t k,
+                                                std::uint64_t seed,
+                                                const simulation_options& opt = {}) {
   validate(s);
   return simulate_batch(one_d, batch_start(one_d.size(), s.packs(), steps, k, seed), two_d,
                         batch_start(two_d.size(), s.packs(), steps, k, seed), s, opt);
@@ -218,7 +220,7 @@ struct method_summary {
 /// The summaries of `totals` for `dp` ranks and packs of `capacity` tokens. Waste weighs every
 /// step by its length (the idle share of all GPU time in the run); throughput counts real tokens,
 /// so a method whose packs hold fewer tokens (2D) pays for it.
-inline std::array<method_summary, all_methods.size()>
+[[nodiscard]] inline std::array<method_summary, all_methods.size()>
 summarize(const run_totals& totals, std::int32_t dp, std::int64_t capacity) {
   PACKSWAP_EXPECTS(dp >= 1 && capacity >= 1, errc::invalid_argument,
                    "summarize needs dp >= 1 and capacity >= 1, got " << dp << " and " << capacity);
@@ -265,7 +267,7 @@ summarize(const run_totals& totals, std::int32_t dp, std::int64_t capacity) {
 ///                                   packswap::make_pack_stream(set, two_d_packer(set)),
 ///                                   {/*dp=*/64, /*ga=*/16}, /*steps=*/20, /*seed=*/42);
 /// ```
-inline std::array<method_summary, all_methods.size()>
+[[nodiscard]] inline std::array<method_summary, all_methods.size()>
 simulate(const pack_stream& one_d, const pack_stream& two_d, const shape& s, std::int64_t steps,
          std::uint64_t seed, const simulation_options& opt = {},
          const std::function<void(std::int64_t, std::int64_t)>& progress = {}) {

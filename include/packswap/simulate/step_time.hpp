@@ -1,10 +1,10 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
 #include "packswap/balance/metrics.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/checked.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -36,11 +36,11 @@ enum class first_exchange {
 };
 
 /// The stable names: `"synchronous"`, `"overlapped"`; `"exposed"`, `"prefetched"`.
-constexpr const char* to_string(exchange_mode m) noexcept {
+[[nodiscard]] constexpr const char* to_string(exchange_mode m) noexcept {
   return m == exchange_mode::synchronous ? "synchronous" : "overlapped";
 }
 /// See `to_string(exchange_mode)`.
-constexpr const char* to_string(first_exchange f) noexcept {
+[[nodiscard]] constexpr const char* to_string(first_exchange f) noexcept {
   return f == first_exchange::exposed ? "exposed" : "prefetched";
 }
 
@@ -57,14 +57,15 @@ struct step_timing {
   std::int64_t compute_us = 0;    ///< the step without any exchange: A or B of the cell loads
   std::int64_t total_work_us = 0; ///< compute summed over every cell: dp x the ideal step
   /// Exchange time that was not hidden.
-  std::int64_t exposed_us() const noexcept { return step_us - compute_us; }
+  [[nodiscard]] std::int64_t exposed_us() const noexcept { return step_us - compute_us; }
 };
 
 /// Straggler waste `1 - ideal / actual`, with ideal = `total_work_us / dp` (perfectly even load
 /// in every micro-step): the share of GPU time spent waiting. Computed from the exact integer
 /// idle time, so never negative for `step_us >= total_work_us / dp`, which every step satisfies;
 /// 0 for an empty step.
-inline double waste(std::int64_t total_work_us, std::int32_t dp, std::int64_t step_us) {
+[[nodiscard]] inline double waste(std::int64_t total_work_us, std::int32_t dp,
+                                  std::int64_t step_us) {
   PACKSWAP_EXPECTS(dp >= 1 && total_work_us >= 0 && step_us >= 0, errc::invalid_argument,
                    "waste of total work " << total_work_us << " us over dp " << dp << " in "
                                           << step_us << " us: all must be >= 0, dp >= 1");
@@ -103,8 +104,9 @@ inline double waste(std::int64_t total_work_us, std::int32_t dp, std::int64_t st
 ///                                                        packswap::exchange_mode::overlapped});
 /// double idle = packswap::waste(t.total_work_us, shape.dp, t.step_us);
 /// ```
-inline step_timing step_time(span<const std::int64_t> compute, span<const std::int64_t> exchange,
-                             const shape& s, const timing_options& opt = {}) {
+[[nodiscard]] inline step_timing step_time(span<const std::int64_t> compute,
+                                           span<const std::int64_t> exchange, const shape& s,
+                                           const timing_options& opt = {}) {
   validate(s);
   const auto n = static_cast<std::size_t>(s.cells());
   PACKSWAP_EXPECTS(compute.size() == n && (exchange.empty() || exchange.size() == n),

@@ -1,4 +1,4 @@
-#include <packswap/balance/batch.hpp>
+#include <packswap/batch.hpp>
 
 #include <doctest/doctest.h>
 
