@@ -94,7 +94,7 @@ std::int64_t local_a(int k) {
 } // namespace
 
 int main() {
-  packswap::threads_world world(shape.dp);
+  packswap::threads::world world(shape.dp);
   all_reduce reduce;
   std::vector<double> losses(steps);
   std::int64_t moved = 0;
@@ -103,8 +103,8 @@ int main() {
   std::vector<std::thread> ranks;
   for (int r = 0; r < shape.dp; ++r) {
     ranks.emplace_back([&, r] {
-      packswap::threads_transport transport(world, r);
-      packswap::engine<packswap::threads_transport> engine(transport, shape);
+      packswap::threads::transport transport(world, r);
+      packswap::engine<packswap::threads::transport> engine(transport, shape);
       std::vector<std::vector<std::vector<double>>> data;
       for (int k = 0; k < steps; ++k) {
         data.push_back(load(k, r));

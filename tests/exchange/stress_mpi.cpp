@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     ps::rank_result result;
     if (in) {
       try {
-        packswap::mpi_transport t(sub);
+        packswap::mpi::transport t(sub);
         result = ps::run_rank(c, t, rank);
       } catch (const std::exception& e) {
         result.violations.push_back("rank " + std::to_string(rank) + ": setup threw " + e.what());

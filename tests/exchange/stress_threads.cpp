@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     // which configuration it came from.
     std::printf("%s\n", c.describe().c_str());
     std::fflush(stdout);
-    packswap::threads_world world(c.s.dp);
+    packswap::threads::world world(c.s.dp);
     world.slow_copies(c.copy_pause);
     std::vector<ps::rank_result> results(static_cast<std::size_t>(c.s.dp));
     std::vector<std::int32_t> ranks;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       ranks.push_back(r);
       threads.emplace_back([&, r] {
         try {
-          packswap::threads_transport t(world, r);
+          packswap::threads::transport t(world, r);
           results[static_cast<std::size_t>(r)] = ps::run_rank(c, t, r);
         } catch (const std::exception& e) {
           results[static_cast<std::size_t>(r)].violations.push_back("rank " + std::to_string(r) +

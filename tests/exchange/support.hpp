@@ -215,8 +215,8 @@ inline void rethrow_first(const std::vector<std::exception_ptr>& errors) {
 
 /// The threads backend, except that the n-th wait (on the worker) or the n-th exchange start
 /// (on the caller's thread) throws what `raise` throws.
-struct throwing_transport : packswap::threads_transport {
-  using threads_transport::threads_transport;
+struct throwing_transport : packswap::threads::transport {
+  using packswap::threads::transport::transport;
   std::function<void()> raise;
   int wait_at = -1;
   int start_at = -1;
@@ -224,14 +224,14 @@ struct throwing_transport : packswap::threads_transport {
     if (wait_at-- == 0) {
       raise();
     }
-    return threads_transport::wait(req, until);
+    return threads::transport::wait(req, until);
   }
   void start_exchange(request& req, packswap::span<const packswap::send_op> sends,
                       packswap::span<packswap::recv_op> recvs) {
     if (start_at-- == 0) {
       raise();
     }
-    threads_transport::start_exchange(req, sends, recvs);
+    threads::transport::start_exchange(req, sends, recvs);
   }
 };
 
@@ -243,7 +243,7 @@ struct two_failures {
 
 /// Trains two ranks until they fail, rank 1's transport armed by `arm`.
 inline two_failures fail_two_ranks(const std::function<void(throwing_transport&)>& arm) {
-  packswap::threads_world world(2);
+  packswap::threads::world world(2);
   two_failures out;
   rethrow_first(run_ranks(2, [&](std::int32_t r) {
     throwing_transport t(world, r);

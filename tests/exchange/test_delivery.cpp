@@ -18,11 +18,11 @@ namespace {
 void check_delivery(std::int32_t dp, std::int32_t ga, std::int32_t mbs,
                     const packswap::engine_options& opt, std::uint64_t seed) {
   constexpr std::int64_t batches = 3;
-  packswap::threads_world world(dp);
+  packswap::threads::world world(dp);
   std::vector<std::vector<pt::delivery>> logs(static_cast<std::size_t>(dp));
   const packswap::shape s{dp, ga, mbs};
   pt::rethrow_first(pt::run_ranks(dp, [&](std::int32_t r) {
-    packswap::threads_transport t(world, r);
+    packswap::threads::transport t(world, r);
     logs[static_cast<std::size_t>(r)] = pt::drive(t, s, opt, batches, seed, 5000);
   }));
   std::map<std::pair<std::int64_t, std::int32_t>, int> seen;

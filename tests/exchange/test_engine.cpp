@@ -14,16 +14,15 @@
 #include <vector>
 
 using packswap::engine;
+namespace threads = packswap::threads;
 using packswap::engine_options;
 using packswap::errc;
-using packswap::threads_transport;
-using packswap::threads_world;
 namespace pt = packswap::test;
 
-static_assert(packswap::is_transport_v<threads_transport>);
+static_assert(packswap::is_transport_v<threads::transport>);
 static_assert(!packswap::is_transport_v<int>);
 #if defined(__cpp_concepts) && __cpp_concepts >= 201907L
-static_assert(packswap::transport<threads_transport>);
+static_assert(packswap::transport_like<threads::transport>);
 #endif
 
 namespace {
@@ -31,11 +30,11 @@ namespace {
 // Runs `batches` global batches on `dp` thread ranks and checks each rank's packs arrive intact.
 void run_ok(std::int32_t dp, std::int32_t ga, std::int32_t mbs, std::int64_t batches,
             const engine_options& opt) {
-  threads_world world(dp);
+  threads::world world(dp);
   const packswap::shape s{dp, ga, mbs};
   pt::rethrow_first(pt::run_ranks(dp, [&](std::int32_t r) {
-    threads_transport t(world, r);
-    engine<threads_transport> e(t, s, opt);
+    threads::transport t(world, r);
+    engine<threads::transport> e(t, s, opt);
     std::vector<pt::rank_batch> mine(static_cast<std::size_t>(batches));
     for (std::int64_t k = 0; k < batches; ++k) {
       pt::make_batch(mine[static_cast<std::size_t>(k)], 1, k, r, s.packs_per_rank(), 3000);
@@ -61,9 +60,9 @@ void run_ok(std::int32_t dp, std::int32_t ga, std::int32_t mbs, std::int64_t bat
 } // namespace
 
 TEST_CASE("one rank keeps every pack in place") {
-  threads_world world(1);
-  threads_transport t(world, 0);
-  engine<threads_transport> e(t, {1, 2, 2});
+  threads::world world(1);
+  threads::transport t(world, 0);
+  engine<threads::transport> e(t, {1, 2, 2});
   pt::rank_batch b;
   pt::make_batch(b, 3, 0, 0, 4, 100);
   e.submit(b.packs);
@@ -99,9 +98,9 @@ TEST_CASE("packs arrive intact on a few shapes and prefetch depths") {
 TEST_CASE("kept packs routed through the transport arrive as copies") {
   engine_options opt;
   opt.exchange_kept_packs = true;
-  threads_world world(1);
-  threads_transport t(world, 0);
-  engine<threads_transport> e(t, {1, 3, 2}, opt);
+  threads::world world(1);
+  threads::transport t(world, 0);
+  engine<threads::transport> e(t, {1, 3, 2}, opt);
   pt::rank_batch b;
   pt::make_batch(b, 4, 0, 0, 6, 500);
   e.submit(b.packs);
@@ -121,9 +120,9 @@ TEST_CASE("kept packs routed through the transport arrive as copies") {
 }
 
 TEST_CASE("the engine rejects calls out of order with a message naming the rank") {
-  threads_world world(1);
-  threads_transport t(world, 0);
-  engine<threads_transport> e(t, {1, 2, 1});
+  threads::world world(1);
+  threads::transport t(world, 0);
+  engine<threads::transport> e(t, {1, 2, 1});
   pt::rank_batch b;
   pt::make_batch(b, 5, 0, 0, 2, 10);
   const auto throws = [](auto&& f, const char* needle) {
@@ -155,26 +154,26 @@ TEST_CASE("the engine rejects calls out of order with a message naming the rank"
 }
 
 TEST_CASE("the constructor refuses a shape that does not match the transport") {
-  threads_world world(2);
-  threads_transport t(world, 0);
-  CHECK_THROWS_WITH_AS(engine<threads_transport>(t, {3, 1, 1}),
+  threads::world world(2);
+  threads::transport t(world, 0);
+  CHECK_THROWS_WITH_AS(engine<threads::transport>(t, {3, 1, 1}),
                        doctest::Contains("the transport has 2 ranks, the shape has dp = 3"),
                        packswap::error);
   engine_options opt;
   opt.prefetch_depth = 0;
-  CHECK_THROWS_WITH_AS(engine<threads_transport>(t, {2, 1, 1}, opt),
+  CHECK_THROWS_WITH_AS(engine<threads::transport>(t, {2, 1, 1}, opt),
                        doctest::Contains("prefetch_depth is 0"), packswap::error);
 }
 
 TEST_CASE("destroying engines mid-flight is clean and leaves no thread behind") {
   const int before = pt::baseline_thread_count();
   for (int round = 0; round < 50; ++round) {
-    threads_world world(2);
+    threads::world world(2);
     pt::rethrow_first(pt::run_ranks(2, [&](std::int32_t r) {
-      threads_transport t(world, r);
+      threads::transport t(world, r);
       engine_options opt;
       opt.timeout = std::chrono::seconds(30);
-      engine<threads_transport> e(t, {2, 4, 1}, opt);
+      engine<threads::transport> e(t, {2, 4, 1}, opt);
       pt::rank_batch b0;
       pt::rank_batch b1;
       pt::make_batch(b0, 6, 0, r, 4, 2000);
@@ -193,11 +192,11 @@ TEST_CASE("destroying engines mid-flight is clean and leaves no thread behind") 
 }
 
 TEST_CASE("an engine whose peer never comes fails with a timeout naming the micro-step") {
-  threads_world world(2);
-  threads_transport t(world, 0);
+  threads::world world(2);
+  threads::transport t(world, 0);
   engine_options opt;
   opt.timeout = std::chrono::milliseconds(200);
-  engine<threads_transport> e(t, {2, 2, 1}, opt);
+  engine<threads::transport> e(t, {2, 2, 1}, opt);
   pt::rank_batch b;
   pt::make_batch(b, 7, 0, 0, 2, 10);
   const auto start = std::chrono::steady_clock::now();
@@ -218,15 +217,15 @@ TEST_CASE("an engine whose peer never comes fails with a timeout naming the micr
 }
 
 TEST_CASE("engine::abort fails this rank with errc::cancelled and the others promptly") {
-  threads_world world(3);
+  threads::world world(3);
   std::vector<std::string> what(3);
   std::vector<errc> code(3, errc::internal);
   const auto t0 = std::chrono::steady_clock::now();
   pt::rethrow_first(pt::run_ranks(3, [&](std::int32_t r) {
-    threads_transport t(world, r);
+    threads::transport t(world, r);
     engine_options opt;
     opt.timeout = std::chrono::seconds(60); // long: only the abort can end this quickly
-    engine<threads_transport> e(t, {3, 2, 1}, opt);
+    engine<threads::transport> e(t, {3, 2, 1}, opt);
     pt::rank_batch b;
     pt::make_batch(b, 8, 0, r, 2, 100);
     try {
@@ -257,8 +256,8 @@ TEST_CASE("engine::abort fails this rank with errc::cancelled and the others pro
 namespace {
 // A transport whose cancel may throw does not model the concept: the engine cancels from
 // destructors and error paths.
-struct throwing_cancel : packswap::threads_transport {
-  using threads_transport::threads_transport;
+struct throwing_cancel : packswap::threads::transport {
+  using packswap::threads::transport::transport;
   void cancel(request&) {}
 };
 } // namespace

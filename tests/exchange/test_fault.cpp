@@ -18,7 +18,7 @@ using packswap::fault;
 using packswap::fault_kind;
 using packswap::fault_target;
 namespace pt = packswap::test;
-using faulty = packswap::fault_injecting_transport<packswap::threads_transport>;
+using faulty = packswap::fault_injecting_transport<packswap::threads::transport>;
 
 static_assert(packswap::is_transport_v<faulty>);
 
@@ -30,10 +30,10 @@ constexpr auto deadline_ms = std::chrono::milliseconds(300);
 
 // Runs 3 global batches of shape `s` with `f` injected on rank `bad`; returns each rank's outcome.
 std::vector<outcome> run_with(const packswap::shape& s, std::int32_t bad, const fault& f) {
-  packswap::threads_world world(s.dp);
+  packswap::threads::world world(s.dp);
   std::vector<outcome> out(static_cast<std::size_t>(s.dp));
   pt::rethrow_first(pt::run_ranks(s.dp, [&](std::int32_t r) {
-    packswap::threads_transport inner(world, r);
+    packswap::threads::transport inner(world, r);
     faulty t(inner, r == bad ? f : fault{});
     packswap::engine_options opt;
     opt.timeout = deadline_ms;

@@ -19,10 +19,10 @@
 #include <vector>
 
 using packswap::errc;
-using packswap::mpi_transport;
+namespace mpi = packswap::mpi;
 namespace pt = packswap::test;
 
-static_assert(packswap::is_transport_v<mpi_transport>);
+static_assert(packswap::is_transport_v<mpi::transport>);
 
 namespace {
 
@@ -52,11 +52,11 @@ packswap::deadline in(std::chrono::milliseconds ms) {
 } // namespace
 
 TEST_CASE("mpi: all-gather puts rank r's block at offset r, and self-sends complete") {
-  mpi_transport t(MPI_COMM_WORLD);
+  mpi::transport t(MPI_COMM_WORLD);
   const int n = t.size();
   std::vector<std::byte> mine(40, static_cast<std::byte>(t.rank() + 1));
   std::vector<std::byte> all(40 * static_cast<std::size_t>(n));
-  mpi_transport::request req;
+  mpi::transport::request req;
   t.start_all_gather(req, mine, all);
   REQUIRE(t.wait(req, in(std::chrono::seconds(30))));
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -73,13 +73,13 @@ TEST_CASE("mpi: all-gather puts rank r's block at offset r, and self-sends compl
 }
 
 TEST_CASE("mpi: a ring of sends matches in order across differently grouped requests") {
-  mpi_transport t(MPI_COMM_WORLD);
+  mpi::transport t(MPI_COMM_WORLD);
   const int n = t.size();
   const int next = (t.rank() + 1) % n;
   const int prev = (t.rank() + n - 1) % n;
   std::vector<int> a{t.rank(), 1}, b{t.rank(), 2};
   std::vector<int> x(2), y(2);
-  mpi_transport::request g1, g2;
+  mpi::transport::request g1, g2;
   std::vector<packswap::send_op> s1{{next, a.data(), 8}, {next, b.data(), 8}};
   std::vector<packswap::recv_op> r1{{prev, x.data(), 8, -1}};
   std::vector<packswap::recv_op> r2{{prev, y.data(), 8, -1}};
@@ -92,7 +92,7 @@ TEST_CASE("mpi: a ring of sends matches in order across differently grouped requ
 }
 
 TEST_CASE("mpi: an abort reaches every other process with its code and message") {
-  mpi_transport t(MPI_COMM_WORLD);
+  mpi::transport t(MPI_COMM_WORLD);
   if (t.size() < 2) {
     MESSAGE("skipped: needs 2 processes");
     return;
@@ -102,11 +102,11 @@ TEST_CASE("mpi: an abort reaches every other process with its code and message")
   } else {
     std::vector<char> buf(8);
     std::vector<packswap::recv_op> recvs{{0, buf.data(), 8, -1}};
-    mpi_transport::request req;
+    mpi::transport::request req;
     try {
       // The notice may already be here when the receive starts, or arrive while it waits.
       t.start_exchange(req, {}, recvs);
-      t.wait(req, in(std::chrono::seconds(30)));
+      (void)t.wait(req, in(std::chrono::seconds(30))); // throws
       FAIL("no error");
     } catch (const packswap::error& e) {
       CHECK(e.code() == errc::mismatch);
@@ -119,7 +119,7 @@ TEST_CASE("mpi: an abort reaches every other process with its code and message")
 }
 
 TEST_CASE("mpi: a message longer than its receive is reported whole and written nowhere else") {
-  mpi_transport t(MPI_COMM_WORLD);
+  mpi::transport t(MPI_COMM_WORLD);
   if (t.size() < 2) {
     MESSAGE("skipped: needs 2 processes");
     return;
@@ -127,7 +127,7 @@ TEST_CASE("mpi: a message longer than its receive is reported whole and written 
   // Ranks that disagree on the plan post receives of the wrong length. 1 MiB goes by Open MPI's
   // single-copy path, which writes a truncated receive's whole message past its buffer.
   constexpr std::int64_t sent = std::int64_t{1} << 20;
-  mpi_transport::request req;
+  mpi::transport::request req;
   if (t.rank() == 0) {
     std::vector<char> payload(static_cast<std::size_t>(sent), 'm');
     std::vector<packswap::send_op> sends{{1, payload.data(), sent}};
@@ -145,7 +145,7 @@ TEST_CASE("mpi: a message longer than its receive is reported whole and written 
 }
 
 TEST_CASE("mpi: cancel of an unmatched send returns once the peer drained it, and not before") {
-  mpi_transport t(MPI_COMM_WORLD);
+  mpi::transport t(MPI_COMM_WORLD);
   if (t.size() < 2) {
     MESSAGE("skipped: needs 2 processes");
     return;
@@ -154,7 +154,7 @@ TEST_CASE("mpi: cancel of an unmatched send returns once the peer drained it, an
   std::vector<char> payload(std::size_t{4} << 20, 'p');
   if (t.rank() == 0) {
     std::vector<packswap::send_op> sends{{1, payload.data(), std::int64_t{4} << 20}};
-    mpi_transport::request req;
+    mpi::transport::request req;
     t.start_exchange(req, packswap::span<const packswap::send_op>(sends), {});
     const auto t0 = std::chrono::steady_clock::now();
     t.cancel(req); // aborts: rank 1 never receives it, so it must drain it
@@ -172,7 +172,7 @@ TEST_CASE("mpi: cancel of an unmatched send returns once the peer drained it, an
 }
 
 TEST_CASE("mpi: a peer that never drains leaves the send counted as stray at the deadline") {
-  mpi_transport t(MPI_COMM_WORLD, std::chrono::milliseconds(300));
+  mpi::transport t(MPI_COMM_WORLD, std::chrono::milliseconds(300));
   if (t.size() < 2) {
     MESSAGE("skipped: needs 2 processes");
     return;
@@ -180,7 +180,7 @@ TEST_CASE("mpi: a peer that never drains leaves the send counted as stray at the
   static std::vector<char> payload(std::size_t{4} << 20, 'p'); // MPI may read it until exit
   if (t.rank() == 0) {
     std::vector<packswap::send_op> sends{{1, payload.data(), std::int64_t{4} << 20}};
-    mpi_transport::request req;
+    mpi::transport::request req;
     t.start_exchange(req, packswap::span<const packswap::send_op>(sends), {});
     const auto t0 = std::chrono::steady_clock::now();
     t.cancel(req);
@@ -195,7 +195,7 @@ TEST_CASE("mpi: every pack reaches its assigned cell exactly once and byte-ident
   std::uint64_t seed = 500;
   for (std::int32_t ga : {1, 2, 4}) {
     for (std::int32_t mbs : {1, 2}) {
-      mpi_transport t(MPI_COMM_WORLD);
+      mpi::transport t(MPI_COMM_WORLD);
       packswap::engine_options opt;
       opt.timeout = std::chrono::seconds(60);
       opt.prefetch_depth = 1 + static_cast<std::int32_t>(seed % 2);
@@ -226,8 +226,8 @@ using pt::outcome;
 
 // Runs 3 batches with `f` injected on rank `bad`; small packs, so that MPI sends complete eagerly.
 outcome run_fault(int bad, const packswap::fault& f) {
-  mpi_transport inner(MPI_COMM_WORLD);
-  using faulty = packswap::fault_injecting_transport<mpi_transport>;
+  mpi::transport inner(MPI_COMM_WORLD);
+  using faulty = packswap::fault_injecting_transport<mpi::transport>;
   faulty t(inner, world_rank() == bad ? f : packswap::fault{});
   packswap::engine_options opt;
   opt.timeout = std::chrono::milliseconds(500);

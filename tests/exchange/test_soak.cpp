@@ -47,7 +47,7 @@ TEST_CASE("soak: memory, threads and allocations stay flat over many micro-steps
   constexpr std::int64_t distinct = 16; // payload sets cycled through, made up front
 
   const int threads_base = pt::baseline_thread_count();
-  packswap::threads_world world(s.dp);
+  packswap::threads::world world(s.dp);
   std::atomic<std::int64_t> rss_warm{0};
   std::atomic<std::int64_t> rss_end{0};
   std::atomic<int> threads_warm{0};
@@ -74,11 +74,11 @@ TEST_CASE("soak: memory, threads and allocations stay flat over many micro-steps
         }
       }
     }
-    packswap::threads_transport t(world, r);
+    packswap::threads::transport t(world, r);
     packswap::engine_options opt;
     opt.timeout = std::chrono::seconds(120);
     opt.prefetch_depth = 2;
-    packswap::engine<packswap::threads_transport> e(t, s, opt);
+    packswap::engine<packswap::threads::transport> e(t, s, opt);
     e.submit(mine[0].packs);
     for (std::int64_t k = 0; k < batches; ++k) {
       if (k + 1 < batches) {

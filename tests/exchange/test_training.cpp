@@ -157,17 +157,17 @@ TEST_CASE("rebalanced training gives the same gradients and loss curve as local 
   result balanced;
   std::int64_t received = 0;
   {
-    packswap::threads_world world(s.dp);
+    packswap::threads::world world(s.dp);
     barrier sync(s.dp);
     std::vector<vec> rank_grads(static_cast<std::size_t>(s.dp));
     std::vector<double> rank_losses(static_cast<std::size_t>(s.dp));
     std::vector<double> rank_samples(static_cast<std::size_t>(s.dp));
     std::mutex stats_mutex;
     packswap::test::rethrow_first(packswap::test::run_ranks(s.dp, [&](std::int32_t r) {
-      packswap::threads_transport t(world, r);
+      packswap::threads::transport t(world, r);
       packswap::engine_options opt;
       opt.timeout = std::chrono::seconds(60);
-      packswap::engine<packswap::threads_transport> e(t, s, opt);
+      packswap::engine<packswap::threads::transport> e(t, s, opt);
       const auto submit = [&](int k) {
         std::vector<packswap::local_pack> packs;
         for (const auto& p : data[static_cast<std::size_t>(k)][static_cast<std::size_t>(r)]) {

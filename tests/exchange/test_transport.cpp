@@ -22,19 +22,19 @@ namespace pt = packswap::test;
 namespace {
 
 struct threads_harness {
-  using transport = packswap::threads_transport;
+  using transport = packswap::threads::transport;
   explicit threads_harness(std::int32_t n) : world(n) {
     for (std::int32_t r = 0; r < n; ++r) {
       ranks.push_back(std::make_unique<transport>(world, r));
     }
   }
   transport& at(std::int32_t r) { return *ranks[static_cast<std::size_t>(r)]; }
-  packswap::threads_world world;
+  packswap::threads::world world;
   std::vector<std::unique_ptr<transport>> ranks;
 };
 
 struct passthrough_harness {
-  using transport = packswap::fault_injecting_transport<packswap::threads_transport>;
+  using transport = packswap::fault_injecting_transport<packswap::threads::transport>;
   explicit passthrough_harness(std::int32_t n) : inner(n) {
     for (std::int32_t r = 0; r < n; ++r) {
       ranks.push_back(std::make_unique<transport>(inner.at(r)));
@@ -183,7 +183,7 @@ TEST_CASE_TEMPLATE("an abort fails the other ranks with the aborting rank's code
     try {
       // The abort may come before the start: then the start fails the same way.
       t.start_exchange(req, {}, recvs);
-      t.wait(req, in(std::chrono::seconds(30)));
+      (void)t.wait(req, in(std::chrono::seconds(30))); // throws
     } catch (const packswap::error& e) {
       messages[static_cast<std::size_t>(r)] = e.what();
       codes[static_cast<std::size_t>(r)] = e.code();
@@ -199,10 +199,10 @@ TEST_CASE_TEMPLATE("an abort fails the other ranks with the aborting rank's code
   CHECK_THROWS_AS(h.at(0).start_exchange(req, {}, {}), packswap::error);
 }
 
-TEST_CASE("a threads_transport refuses a rank outside its world") {
-  packswap::threads_world world(2);
-  CHECK_THROWS_WITH_AS(packswap::threads_transport(world, 2),
-                       doctest::Contains("rank 2 is outside a threads_world of 2 ranks"),
+TEST_CASE("a threads::transport refuses a rank outside its world") {
+  packswap::threads::world world(2);
+  CHECK_THROWS_WITH_AS(packswap::threads::transport(world, 2),
+                       doctest::Contains("rank 2 is outside a threads::world of 2 ranks"),
                        packswap::error);
-  CHECK_THROWS_WITH_AS(packswap::threads_world(0), doctest::Contains("got 0"), packswap::error);
+  CHECK_THROWS_WITH_AS(packswap::threads::world(0), doctest::Contains("got 0"), packswap::error);
 }

@@ -41,20 +41,20 @@ struct cta_policy {
   std::int32_t max_ctas = 32;
 
   /// NCCL's own CTA count.
-  static cta_policy nccl_default() noexcept {
+  [[nodiscard]] static cta_policy nccl_default() noexcept {
     cta_policy p;
     p.kind = mode::nccl_default;
     return p;
   }
   /// Always `ctas` CTAs.
-  static cta_policy fixed(std::int32_t ctas) noexcept {
+  [[nodiscard]] static cta_policy fixed(std::int32_t ctas) noexcept {
     cta_policy p;
     p.kind = mode::fixed;
     p.ctas = ctas;
     return p;
   }
   /// The default: `choose_ctas` with the defaults above.
-  static cta_policy automatic() noexcept { return cta_policy{}; }
+  [[nodiscard]] static cta_policy automatic() noexcept { return cta_policy{}; }
 
   /// Throws `errc::invalid_argument` unless the numbers make sense.
   void validate() const {
@@ -82,7 +82,8 @@ struct cta_policy {
 /// inputs agree on the answer.
 ///
 /// With the defaults, behind 10 ms of compute: 256 MiB and 1 GiB -> 4 CTAs, 4 GiB -> 13.
-inline std::int32_t choose_ctas(std::int64_t bytes, std::int64_t compute_ns, const cta_policy& p) {
+[[nodiscard]] inline std::int32_t choose_ctas(std::int64_t bytes, std::int64_t compute_ns,
+                                              const cta_policy& p) {
   p.validate();
   if (compute_ns <= 0) {
     return p.ctas;

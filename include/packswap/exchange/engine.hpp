@@ -1,7 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
-#include "packswap/detail/span.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/batch.hpp"
 #include "packswap/exchange/detail/engine_core.hpp"
@@ -12,6 +11,7 @@
 #include "packswap/exchange/micro_batch.hpp"
 #include "packswap/exchange/transport.hpp"
 #include "packswap/solve.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -34,8 +34,8 @@ namespace packswap {
 /// `prefetch_depth` ahead) while the caller computes micro-step m.
 ///
 /// ```
-/// packswap::threads_transport t(world, rank);  // or mpi_transport, nccl::transport
-/// packswap::engine<packswap::threads_transport> e(t, {dp, ga});
+/// packswap::threads::transport t(world, rank);  // or mpi::transport, nccl::transport
+/// packswap::engine<packswap::threads::transport> e(t, {dp, ga});
 /// e.submit(my_packs(0));                       // this rank's ga * mbs local_packs
 /// for (std::int64_t step = 0; step < steps; ++step) {
 ///   if (step + 1 < steps) {
@@ -200,7 +200,7 @@ class engine : private detail::engine_core<Transport> {
   }
 
   /// Counters; from the caller's thread.
-  engine_stats stats() const {
+  [[nodiscard]] engine_stats stats() const {
     engine_stats out = stats_;
     out.batches_submitted = submitted_;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -216,9 +216,9 @@ class engine : private detail::engine_core<Transport> {
   }
 
   /// This rank (the transport's).
-  std::int32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::int32_t rank() const noexcept { return rank_; }
   /// The shape of every global batch.
-  const shape& batch_shape() const noexcept { return shape_; }
+  [[nodiscard]] const shape& batch_shape() const noexcept { return shape_; }
 
  private:
   using core = detail::engine_core<Transport>;

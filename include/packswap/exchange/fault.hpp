@@ -1,9 +1,9 @@
 #pragma once
 
 #include "packswap/detail/prng.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/transport.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -56,8 +56,8 @@ struct jitter {
 /// deadline, with the worker joined, buffers freed and no wrong pack handed out.
 ///
 /// ```
-/// packswap::threads_transport inner(world, rank);
-/// packswap::fault_injecting_transport<packswap::threads_transport> t(
+/// packswap::threads::transport inner(world, rank);
+/// packswap::fault_injecting_transport<packswap::threads::transport> t(
 ///     inner, rank == 1 ? packswap::fault{packswap::fault_kind::hang, {}, 5} : packswap::fault{});
 /// packswap::engine<decltype(t)> e(t, shape, opt); // rank 1 stops answering at its 6th exchange
 /// ```
@@ -106,12 +106,12 @@ class fault_injecting_transport {
 
   /// The transport concept's members (see `is_transport_v`): `Inner`'s, with the fault
   /// injected into the operations it targets.
-  std::int32_t rank() const noexcept { return inner_->rank(); }
-  std::int32_t size() const noexcept { return inner_->size(); }
+  [[nodiscard]] std::int32_t rank() const noexcept { return inner_->rank(); }
+  [[nodiscard]] std::int32_t size() const noexcept { return inner_->size(); }
   /// @}
 
   /// True once the fault fired.
-  bool fired() const noexcept { return fired_.load(); }
+  [[nodiscard]] bool fired() const noexcept { return fired_.load(); }
 
   /// @name Transport concept
   /// @{
@@ -143,7 +143,7 @@ class fault_injecting_transport {
     }
   }
 
-  bool wait(request& req, deadline until) {
+  [[nodiscard]] bool wait(request& req, deadline until) {
     pause(wait_rng_);
     if (req.hung_) {
       // A peer that hangs answers nothing, ever; sleep in short steps so that destruction and
@@ -196,11 +196,12 @@ class fault_injecting_transport {
 
   /// `Inner::stray_operations()`, where `Inner` has it.
   template <class I = Inner>
-  auto stray_operations() const noexcept -> decltype(std::declval<const I&>().stray_operations()) {
+  [[nodiscard]] auto stray_operations() const noexcept
+      -> decltype(std::declval<const I&>().stray_operations()) {
     return inner_->stray_operations();
   }
 
-  void* allocate(std::size_t bytes) { return inner_->allocate(bytes); }
+  [[nodiscard]] void* allocate(std::size_t bytes) { return inner_->allocate(bytes); }
   void deallocate(void* p, std::size_t bytes) noexcept { inner_->deallocate(p, bytes); }
   void record(fence& f, stream_type s) { inner_->record(f, s); }
   void mark(fence& f) { inner_->mark(f); }

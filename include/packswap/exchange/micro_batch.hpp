@@ -3,8 +3,8 @@
 /// What goes into the exchange engine and what comes out of it: a rank's packs as its loader
 /// produced them (`local_pack`), and the packs of its cell for one micro-step (`micro_batch`).
 
-#include "packswap/detail/span.hpp"
 #include "packswap/solve.hpp"
+#include "packswap/span.hpp"
 
 #include <cstdint>
 

@@ -1,10 +1,10 @@
 #pragma once
 
 #include "packswap/detail/prng.hpp"
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/gather.hpp"
 #include "packswap/exchange/transport.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -19,34 +19,34 @@
 #include <thread>
 #include <vector>
 
-namespace packswap {
+namespace packswap::threads {
 
-class threads_transport;
+class transport;
 
 /// The shared state of `size` ranks that are threads of one process: the mailboxes through which
-/// their `threads_transport`s exchange host buffers. For tests, examples and single-node runs.
+/// their `threads::transport`s exchange host buffers. For tests, examples and single-node runs.
 ///
 /// ```
-/// packswap::threads_world world(4);
+/// packswap::threads::world world(4);
 /// // in thread r:
-/// packswap::threads_transport t(world, r);
-/// packswap::engine<packswap::threads_transport> e(t, {4, 8});
+/// packswap::threads::transport t(world, r);
+/// packswap::engine<packswap::threads::transport> e(t, {4, 8});
 /// ```
 ///
 /// The world must outlive every transport made from it. An `abort` from any rank is permanent:
 /// every later operation of every rank fails with the aborting rank's code and message, so make a
 /// new world after a failure.
-class threads_world {
+class world {
  public:
   /// A group of `size` ranks (>= 1).
-  explicit threads_world(std::int32_t size)
+  explicit world(std::int32_t size)
       : size_(size), links_(checked_size(size) * checked_size(size) * channels),
         wakeups_(checked_size(size)) {}
-  threads_world(const threads_world&) = delete;
-  threads_world& operator=(const threads_world&) = delete;
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
 
   /// The number of ranks.
-  std::int32_t size() const noexcept { return size_; }
+  [[nodiscard]] std::int32_t size() const noexcept { return size_; }
 
   /// For tests: from now on every copy of a pack pauses for a random time in [0, `max`] after
   /// its receiver claimed it and before the bytes move, as a copy of a large pack on a busy
@@ -54,7 +54,7 @@ class threads_world {
   void slow_copies(std::chrono::microseconds max) noexcept { copy_pause_us_ = max.count(); }
 
  private:
-  friend class threads_transport;
+  friend class transport;
   // Data and all-gather traffic use separate channels so that a gather can never match a pack.
   static constexpr std::size_t channels = 2;
 
@@ -66,7 +66,7 @@ class threads_world {
 
   static std::size_t checked_size(std::int32_t size) {
     PACKSWAP_EXPECTS(size >= 1, errc::invalid_argument,
-                     "a threads_world needs at least 1 rank, got " << size);
+                     "a threads::world needs at least 1 rank, got " << size);
     return static_cast<std::size_t>(size);
   }
 
@@ -91,14 +91,14 @@ class threads_world {
 };
 
 /// One send waiting in a link for its receiver.
-struct threads_world::pending_send {
+struct world::pending_send {
   const std::byte* data = nullptr;
   std::int64_t bytes = 0;
   std::int64_t* outstanding = nullptr; // the owning request's count of unfinished sends
   std::int64_t* copying = nullptr;     // ... and of sends a receiver is copying right now
 };
 
-/// Rank `rank` of a `threads_world`: the in-process transport (host memory).
+/// Rank `rank` of a `threads::world`: the in-process transport (host memory).
 ///
 /// Receives are completed by the receiving rank's `wait` (it copies from the sender's buffer),
 /// sends by the receiver having copied them; so two ranks make progress as long as both wait.
@@ -107,7 +107,7 @@ struct threads_world::pending_send {
 /// no rank reads them any more, and the sender may free them. It needs no abort for that.
 /// Models `is_transport_v`. Ownership: refers to the world, which must outlive it.
 /// Thread-safety: see `packswap/exchange/transport.hpp`; any number of ranks may run at once.
-class threads_transport : public detail::host_transport_base {
+class transport : public detail::host_transport_base {
  public:
   /// A completion handle; reused by later operations once complete or cancelled.
   class request {
@@ -117,13 +117,13 @@ class threads_transport : public detail::host_transport_base {
     request& operator=(const request&) = delete;
 
    private:
-    friend class threads_transport;
+    friend class transport;
     struct recv_slot {
       recv_op* op = nullptr;
       std::size_t channel = 0;
       bool done = false;
     };
-    std::vector<threads_world::pending_send> sends_;
+    std::vector<world::pending_send> sends_;
     std::vector<recv_slot> recvs_;
     std::size_t recvs_done_ = 0;
     std::int64_t outstanding_ = 0; // guarded by the world's mutex
@@ -135,17 +135,17 @@ class threads_transport : public detail::host_transport_base {
   };
 
   /// Rank `rank` of `world`, which must outlive the transport.
-  threads_transport(threads_world& world, std::int32_t rank)
+  transport(world& world, std::int32_t rank)
       : world_(&world), rank_(rank), copy_rng_(static_cast<std::uint64_t>(rank) + 1) {
     PACKSWAP_EXPECTS(rank >= 0 && rank < world.size(), errc::invalid_argument,
-                     "rank " << rank << " is outside a threads_world of " << world.size()
+                     "rank " << rank << " is outside a threads::world of " << world.size()
                              << " ranks");
   }
 
   /// This rank.
-  std::int32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::int32_t rank() const noexcept { return rank_; }
   /// The number of ranks.
-  std::int32_t size() const noexcept { return world_->size(); }
+  [[nodiscard]] std::int32_t size() const noexcept { return world_->size(); }
 
   /// Starts gathering `mine` from every rank into `all` (rank r's block at `r * mine.size()`).
   void start_all_gather(request& req, span<const std::byte> mine, span<std::byte> all) {
@@ -160,7 +160,7 @@ class threads_transport : public detail::host_transport_base {
 
   /// Copies whatever has arrived for `req` and returns true once all of it is done; false at the
   /// deadline. Throws the aborting rank's error after an abort.
-  bool wait(request& req, deadline until) {
+  [[nodiscard]] bool wait(request& req, deadline until) {
     std::unique_lock<std::mutex> lock(world_->mutex_);
     for (;;) {
       throw_if_aborted();
@@ -195,9 +195,9 @@ class threads_transport : public detail::host_transport_base {
       return;
     }
     for (std::int32_t dst = 0; dst < size(); ++dst) {
-      for (std::size_t ch = 0; ch < threads_world::channels; ++ch) {
+      for (std::size_t ch = 0; ch < world::channels; ++ch) {
         auto& l = world_->at(rank_, dst, ch);
-        const auto mine = [&req](const threads_world::pending_send* p) {
+        const auto mine = [&req](const world::pending_send* p) {
           return p->outstanding == &req.outstanding_;
         };
         l.fifo.erase(std::remove_if(l.fifo.begin() + static_cast<std::ptrdiff_t>(l.head),
@@ -240,7 +240,7 @@ class threads_transport : public detail::host_transport_base {
 
   void start(request& req, span<const send_op> sends, span<recv_op> recvs, std::size_t channel) {
     PACKSWAP_EXPECTS(!req.active_, errc::internal,
-                     "rank " << rank_ << ": a threads_transport request was started twice");
+                     "rank " << rank_ << ": a threads::transport request was started twice");
     for (const auto& s : sends) {
       check_peer(s.peer);
     }
@@ -257,8 +257,8 @@ class threads_transport : public detail::host_transport_base {
     // Reserved up front: the mailboxes keep pointers into sends_.
     req.sends_.reserve(sends.size());
     for (const auto& s : sends) {
-      req.sends_.push_back(threads_world::pending_send{static_cast<const std::byte*>(s.data),
-                                                       s.bytes, &req.outstanding_, &req.copying_});
+      req.sends_.push_back(world::pending_send{static_cast<const std::byte*>(s.data), s.bytes,
+                                               &req.outstanding_, &req.copying_});
     }
     for (std::size_t i = 0; i < sends.size(); ++i) {
       auto& l = world_->at(rank_, sends[i].peer, channel);
@@ -298,7 +298,7 @@ class threads_transport : public detail::host_transport_base {
         blocked_channel = slot.channel;
         continue;
       }
-      threads_world::pending_send* s = l.fifo[l.head++];
+      world::pending_send* s = l.fifo[l.head++];
       if (l.head == l.fifo.size()) {
         l.fifo.clear(); // keeps its capacity: no allocation once warm
         l.head = 0;
@@ -324,9 +324,9 @@ class threads_transport : public detail::host_transport_base {
     return false;
   }
 
-  threads_world* world_;
+  world* world_;
   std::int32_t rank_;
   prng copy_rng_; // the waiting thread's (`slow_copies`)
 };
 
-} // namespace packswap
+} // namespace packswap::threads

@@ -6,8 +6,8 @@
 /// both started without blocking and completed through a `request`:
 ///  - an all-gather of one fixed-size record block per rank (the per-pack metadata), and
 ///  - a group of point-to-point sends and receives of byte buffers (the packs).
-/// Backends: `threads_transport` (ranks are threads of one process, host memory),
-/// `mpi_transport` (processes, host memory; `packswap/mpi/transport.hpp`) and
+/// Backends: `threads::transport` (ranks are threads of one process, host memory),
+/// `mpi::transport` (processes, host memory; `packswap/mpi/transport.hpp`) and
 /// `nccl::transport` (GPUs, device memory, stream-ordered; `packswap/nccl/transport.hpp`).
 ///
 /// Matching rule, the same on every backend: between two ranks, the n-th send one rank starts to
@@ -19,8 +19,8 @@
 /// may come from either, on different requests at once. A request belongs to one operation at a
 /// time and must stay at the same address until it completed or was cancelled.
 
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
+#include "packswap/span.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -83,7 +83,7 @@ class host_transport_base {
   static constexpr bool stream_ordered = false;
 
   /// Host memory, aligned for any payload type (and for the vector loads of checksums).
-  void* allocate(std::size_t bytes) {
+  [[nodiscard]] void* allocate(std::size_t bytes) {
     return bytes == 0 ? nullptr : ::operator new (bytes, std::align_val_t{alignment});
   }
   void deallocate(void* p, std::size_t) noexcept {
@@ -169,14 +169,16 @@ struct transport_properties {
       types_ok && cancel_noexcept && abort_noexcept && deallocate_noexcept;
 };
 
+} // namespace detail
+
+/// Whether `T` models the transport concept (see `is_transport_v` for its members).
 template <class T, class = void>
 struct is_transport : std::false_type {};
 
+/// `T` provides every member below with the right types and `noexcept`-ness.
 template <class T>
-struct is_transport<T, transport_expressions<T>>
-    : std::bool_constant<transport_properties<T>::value> {};
-
-} // namespace detail
+struct is_transport<T, detail::transport_expressions<T>>
+    : std::bool_constant<detail::transport_properties<T>::value> {};
 
 /// True when `T` models the transport concept. A transport `t` of type `T` provides:
 ///
@@ -210,7 +212,7 @@ struct is_transport<T, transport_expressions<T>>
 /// Errors are `packswap::error` with `errc::transport` (or `cuda`/`nccl`); an abort seen from
 /// another rank keeps that rank's code and message.
 template <class T>
-inline constexpr bool is_transport_v = detail::is_transport<T>::value;
+inline constexpr bool is_transport_v = is_transport<T>::value;
 
 namespace detail {
 
@@ -239,7 +241,7 @@ struct has_strays<T, void_t<decltype(std::declval<const T&>().stray_operations()
 #if defined(__cpp_concepts) && __cpp_concepts >= 201907L
 /// C++20 spelling of `is_transport_v`.
 template <class T>
-concept transport = is_transport_v<T>;
+concept transport_like = is_transport_v<T>;
 #endif
 
 } // namespace packswap

@@ -1,10 +1,10 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/gather.hpp"
 #include "packswap/exchange/detail/wire.hpp"
 #include "packswap/exchange/transport.hpp"
+#include "packswap/span.hpp"
 
 #include <mpi.h>
 
@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-namespace packswap {
+namespace packswap::mpi {
 
 /// The MPI backend: ranks are MPI processes, buffers are host memory. This is how CI runs the
 /// real multi-process protocol (`mpirun -np N`).
@@ -29,8 +29,8 @@ namespace packswap {
 /// int provided = 0;
 /// MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
 /// {
-///   packswap::mpi_transport t(MPI_COMM_WORLD);         // duplicates the communicator
-///   packswap::engine<packswap::mpi_transport> e(t, {world_size, ga});
+///   packswap::mpi::transport t(MPI_COMM_WORLD);         // duplicates the communicator
+///   packswap::engine<packswap::mpi::transport> e(t, {world_size, ga});
 ///   ...
 /// }                                                     // before MPI_Finalize
 /// MPI_Finalize();
@@ -69,7 +69,7 @@ namespace packswap {
 /// would match. It goes with `MPI_Finalize`; destroy the transport before that.
 ///
 /// Thread-safety: see `packswap/exchange/transport.hpp`.
-class mpi_transport : public detail::host_transport_base {
+class transport : public detail::host_transport_base {
  public:
   /// A completion handle; reused by later operations once complete or cancelled.
   class request {
@@ -79,7 +79,7 @@ class mpi_transport : public detail::host_transport_base {
     request& operator=(const request&) = delete;
 
    private:
-    friend class mpi_transport;
+    friend class transport;
     // One message to receive: a receive, or a 1 GiB piece of one.
     struct piece_slot {
       request* owner = nullptr;
@@ -104,19 +104,20 @@ class mpi_transport : public detail::host_transport_base {
   /// Duplicates `parent`. `drain_timeout` bounds how long stopping waits for the other ranks
   /// (see above). Throws `errc::invalid_argument` unless MPI was initialized with
   /// `MPI_THREAD_MULTIPLE`, `errc::transport` when MPI fails.
-  explicit mpi_transport(MPI_Comm parent,
-                         std::chrono::milliseconds drain_timeout = std::chrono::minutes(1))
+  explicit transport(MPI_Comm parent,
+                     std::chrono::milliseconds drain_timeout = std::chrono::minutes(1))
       : drain_timeout_(drain_timeout) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     PACKSWAP_EXPECTS(initialized != 0, errc::invalid_argument,
-                     "mpi_transport needs MPI to be initialized (MPI_Init_thread)");
+                     "mpi::transport needs MPI to be initialized (MPI_Init_thread)");
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
-    PACKSWAP_EXPECTS(level == MPI_THREAD_MULTIPLE, errc::invalid_argument,
-                     "mpi_transport needs MPI_THREAD_MULTIPLE (the engine's worker waits while its "
-                     "caller starts operations), MPI provides thread level "
-                         << level);
+    PACKSWAP_EXPECTS(
+        level == MPI_THREAD_MULTIPLE, errc::invalid_argument,
+        "mpi::transport needs MPI_THREAD_MULTIPLE (the engine's worker waits while its "
+        "caller starts operations), MPI provides thread level "
+            << level);
     PACKSWAP_EXPECTS(drain_timeout.count() >= 0, errc::invalid_argument,
                      "drain_timeout is " << drain_timeout.count() << " ms, must be >= 0");
     check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
@@ -128,12 +129,12 @@ class mpi_transport : public detail::host_transport_base {
     waiting_.resize(2 * static_cast<std::size_t>(size_));
   }
 
-  mpi_transport(const mpi_transport&) = delete;
-  mpi_transport& operator=(const mpi_transport&) = delete;
+  transport(const transport&) = delete;
+  transport& operator=(const transport&) = delete;
 
   /// Says goodbye to the other ranks (unless it did), so that one that aborts later does not
   /// wait for this one, and waits briefly for its own notices to leave. Never throws.
-  ~mpi_transport() {
+  ~transport() {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized != 0) {
@@ -149,13 +150,13 @@ class mpi_transport : public detail::host_transport_base {
   }
 
   /// This rank.
-  std::int32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::int32_t rank() const noexcept { return rank_; }
   /// The number of ranks.
-  std::int32_t size() const noexcept { return size_; }
+  [[nodiscard]] std::int32_t size() const noexcept { return size_; }
 
   /// Operations whose completion could not be seen within `drain_timeout` when they were
   /// cancelled: while not zero, MPI may still use their buffers.
-  std::int64_t stray_operations() const noexcept {
+  [[nodiscard]] std::int64_t stray_operations() const noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     return static_cast<std::int64_t>(strays_.size());
   }
@@ -174,7 +175,7 @@ class mpi_transport : public detail::host_transport_base {
   }
 
   /// Polls `req` (and abort notices) until it completes or the deadline passes.
-  bool wait(request& req, deadline until) {
+  [[nodiscard]] bool wait(request& req, deadline until) {
     detail::backoff pause;
     for (;;) {
       {
@@ -309,7 +310,7 @@ class mpi_transport : public detail::host_transport_base {
   // one, which Open MPI 4.1's single-copy path would write for a truncated receive.
   void start(request& req, span<const send_op> sends, span<recv_op> recvs, int tag) {
     PACKSWAP_EXPECTS(!req.active_, errc::internal,
-                     "rank " << rank_ << ": an mpi_transport request was started twice");
+                     "rank " << rank_ << ": an mpi::transport request was started twice");
     for (const auto& r : recvs) {
       check_peer(r.peer);
     }
@@ -595,4 +596,4 @@ class mpi_transport : public detail::host_transport_base {
   deadline give_up_at_{}; // when stopping stops waiting for the other ranks
 };
 
-} // namespace packswap
+} // namespace packswap::mpi

@@ -22,7 +22,7 @@ struct comm_config {
   int max_ctas = 0; ///< see `min_ctas`
 
   /// The NCCL configuration these settings make.
-  ncclConfig_t to_nccl() const noexcept {
+  [[nodiscard]] ncclConfig_t to_nccl() const noexcept {
     ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
     c.blocking = blocking ? 1 : 0;
     if (min_ctas > 0) {
@@ -69,18 +69,18 @@ class communicator_ref {
   explicit communicator_ref(ncclComm_t comm) noexcept : comm_(comm) {}
 
   /// The NCCL handle.
-  ncclComm_t get() const noexcept { return comm_; }
+  [[nodiscard]] ncclComm_t get() const noexcept { return comm_; }
   /// Whether it refers to a communicator.
   explicit operator bool() const noexcept { return comm_ != nullptr; }
 
   /// This rank in the communicator.
-  int rank() const {
+  [[nodiscard]] int rank() const {
     int r = 0;
     PACKSWAP_NCCL_TRY(ncclCommUserRank(comm_, &r));
     return r;
   }
   /// The number of ranks.
-  int size() const {
+  [[nodiscard]] int size() const {
     int n = 0;
     PACKSWAP_NCCL_TRY(ncclCommCount(comm_, &n));
     return n;
@@ -118,8 +118,8 @@ class communicator {
 
   /// A new communicator split from `parent` (collective over `parent`: every rank calls it, in
   /// the same order relative to its other calls on `parent`). Waits for it up to `until`.
-  static communicator split(communicator_ref parent, int color, int key, const comm_config& cfg,
-                            deadline until) {
+  [[nodiscard]] static communicator split(communicator_ref parent, int color, int key,
+                                          const comm_config& cfg, deadline until) {
     ncclComm_t comm = nullptr;
     ncclConfig_t conf = cfg.to_nccl();
     PACKSWAP_NCCL_TRY(ncclCommSplit(parent.get(), color, key, &comm, &conf));
@@ -131,9 +131,9 @@ class communicator {
   }
 
   /// The NCCL handle, still owned by this object.
-  ncclComm_t get() const noexcept { return comm_; }
+  [[nodiscard]] ncclComm_t get() const noexcept { return comm_; }
   /// A non-owning handle to it.
-  communicator_ref ref() const noexcept { return communicator_ref(comm_); }
+  [[nodiscard]] communicator_ref ref() const noexcept { return communicator_ref(comm_); }
   /// Whether it holds a communicator.
   explicit operator bool() const noexcept { return comm_ != nullptr; }
 

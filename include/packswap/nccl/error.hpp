@@ -30,7 +30,7 @@ class cuda_error : public packswap::error {
   cuda_error(cudaError_t status, const std::string& message)
       : packswap::error(errc::cuda, message), status_(status) {}
   /// What the call returned.
-  cudaError_t status() const noexcept { return status_; }
+  [[nodiscard]] cudaError_t status() const noexcept { return status_; }
 
  private:
   cudaError_t status_;
@@ -43,7 +43,7 @@ class nccl_error : public packswap::error {
   nccl_error(ncclResult_t status, const std::string& message)
       : packswap::error(errc::nccl, message), status_(status) {}
   /// What the call returned.
-  ncclResult_t status() const noexcept { return status_; }
+  [[nodiscard]] ncclResult_t status() const noexcept { return status_; }
 
  private:
   ncclResult_t status_;

@@ -1,11 +1,11 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/cta.hpp"
 #include "packswap/exchange/transport.hpp"
 #include "packswap/nccl/communicator.hpp"
 #include "packswap/nccl/error.hpp"
+#include "packswap/span.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -163,12 +163,12 @@ class transport {
   ~transport() { release_resources(); }
 
   /// This rank.
-  std::int32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::int32_t rank() const noexcept { return rank_; }
   /// The number of ranks.
-  std::int32_t size() const noexcept { return size_; }
+  [[nodiscard]] std::int32_t size() const noexcept { return size_; }
 
   /// The stream every exchange runs on.
-  cudaStream_t stream() const noexcept { return stream_; }
+  [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
 
   /// Gathers host blocks through device staging: host -> device, `ncclAllGather`, device -> host.
   void start_all_gather(request& req, span<const std::byte> mine, span<std::byte> all) {
@@ -248,7 +248,7 @@ class transport {
 
   /// Polls the request's event and the communicator's asynchronous error until the request
   /// completed (true) or the deadline passed (false); throws on a CUDA or NCCL error.
-  bool wait(request& req, deadline until) {
+  [[nodiscard]] bool wait(request& req, deadline until) {
     // The worker thread has no current device of its own.
     PACKSWAP_CUDA_TRY(cudaSetDevice(device_));
     packswap::detail::backoff pause;
@@ -300,7 +300,7 @@ class transport {
 
   /// 1 while an aborted transport's exchange stream still has work queued (it may still read
   /// payloads and write the engine's buffers), else 0.
-  std::int64_t stray_operations() const noexcept {
+  [[nodiscard]] std::int64_t stray_operations() const noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!aborted_ || stream_ == nullptr) {
       return 0;
@@ -310,7 +310,7 @@ class transport {
   }
 
   /// Device memory, ordered on the exchange stream.
-  void* allocate(std::size_t bytes) {
+  [[nodiscard]] void* allocate(std::size_t bytes) {
     if (bytes == 0) {
       return nullptr;
     }
@@ -365,7 +365,7 @@ class transport {
   }
   /// The median compute time per micro-step over the samples finished since the last call, in
   /// nanoseconds; 0 when none finished. Never blocks.
-  std::int64_t compute_ns() {
+  [[nodiscard]] std::int64_t compute_ns() {
     std::array<float, sample_count> ms{};
     std::size_t n = 0;
     for (auto& s : samples_) {
@@ -406,7 +406,7 @@ class transport {
     ctas_ = c;
   }
   /// The CTA limit in force (0: NCCL's default).
-  std::int32_t ctas() const noexcept { return ctas_; }
+  [[nodiscard]] std::int32_t ctas() const noexcept { return ctas_; }
 
  private:
   static constexpr std::size_t sample_count = 64;

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/digest.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/wire.hpp"

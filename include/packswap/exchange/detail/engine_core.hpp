@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/detail/batch.hpp"
 #include "packswap/exchange/detail/operations.hpp"

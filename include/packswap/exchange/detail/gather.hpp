@@ -1,8 +1,8 @@
 #pragma once
 
-#include "packswap/detail/span.hpp"
 #include "packswap/error.hpp"
 #include "packswap/exchange/transport.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
-#include "packswap/detail/span.hpp"
+#include "packswap/batch.hpp"
+#include "packswap/span.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/refine/topology.hpp"
 
 #include <cstdint>

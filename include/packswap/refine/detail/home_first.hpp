@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/balance/batch.hpp"
+#include "packswap/batch.hpp"
 #include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/select.hpp"
 #include "packswap/detail/sort.hpp"
