@@ -18,9 +18,10 @@ namespace packswap::detail::stage2 {
 /// crowd a level despite the slack check), which goes to the first rank with a free slot and
 /// leaves a crowded level for the repair. Loads may end above the limit.
 ///
-/// Complexity: one pass over the cost index, O(dp k) for the level rooms, then per level and
-/// round one pass over the ranks and a radix sort of the eligible ones: O(n + dp k) when each
-/// level's packs fit one round (distinct costs), up to O(dp) per round otherwise.
+/// Complexity: O(n + dp k). One pass over the cost index, O(dp k) for the level rooms, and per
+/// level one pass over the ranks, then per round (one pack to each eligible rank) a radix sort
+/// of the eligible ranks' projections and a pass that drops those no longer eligible:
+/// O(level size + dp) per level.
 class fill_phase {
  public:
   // (2) Deals unpinned packs level by level, most constrained (lowest) first: a differencing
@@ -97,12 +98,13 @@ class fill_phase {
       }
     }
     // Eligible ranks (in rank order) with their projected loads; the deal order is lightest
-    // projection first, ties by rank.
+    // projection first, ties by rank. Within a level a rank only loses eligibility (its free
+    // slots and level room only shrink), so each round filters the previous round's list: a
+    // level costs O(dp) once plus O(eligible) per round.
     auto& eligible_rank = eligible_rank_;
     auto& eligible_load = eligible_load_;
     eligible_rank.resize(st.dp);
     eligible_load.resize(st.dp);
-    auto& left = left_;
     auto& stranded = stranded_;
     stranded.clear();
     for (std::size_t begin = 0; begin < pool.size();) {
@@ -111,24 +113,26 @@ class fill_phase {
       while (end < pool.size() && st.pk[static_cast<std::size_t>(pool[end])].level == level) {
         ++end;
       }
-      left.assign(pool.begin() + static_cast<std::ptrdiff_t>(begin),
-                  pool.begin() + static_cast<std::ptrdiff_t>(end));
       const std::int64_t level_mean = mean[static_cast<std::size_t>(level)];
       const std::int32_t* room = &min_room[static_cast<std::size_t>(level) * st.dp];
-      while (!left.empty()) {
-        std::size_t eligible = 0;
-        for (std::size_t r = 0; r < st.dp; ++r) {
-          // Written always, kept only if eligible: no branch to mispredict.
-          eligible_rank[eligible] = static_cast<std::int32_t>(r);
-          eligible_load[eligible] = st.load[r] + expected[r];
-          eligible += st.used[r] < st.k && room[r] - dealt[r] >= 1 ? 1 : 0;
-        }
+      // Written always, kept only if eligible: no branch to mispredict.
+      const auto keep = [&](std::size_t at, std::size_t r) {
+        eligible_rank[at] = static_cast<std::int32_t>(r);
+        eligible_load[at] = st.load[r] + expected[r];
+        return st.used[r] < st.k && room[r] - dealt[r] >= 1 ? 1 : 0;
+      };
+      std::size_t eligible = 0;
+      for (std::size_t r = 0; r < st.dp; ++r) {
+        eligible += keep(eligible, r);
+      }
+      for (std::size_t next = begin; next < end;) {
         if (eligible == 0) {
-          stranded.insert(stranded.end(), left.begin(), left.end());
+          stranded.insert(stranded.end(), pool.begin() + static_cast<std::ptrdiff_t>(next),
+                          pool.begin() + static_cast<std::ptrdiff_t>(end));
           break;
         }
         // The m lightest projections, in order.
-        const std::size_t m = std::min(eligible, left.size());
+        const std::size_t m = std::min(eligible, end - next);
         order_asc(span<const std::int64_t>(eligible_load.data(), eligible), deal_order_,
                   fill_sort_);
         for (std::size_t i = 0; i < m; ++i) {
@@ -142,28 +146,33 @@ class fill_phase {
           }
           const auto r =
               static_cast<std::size_t>(eligible_rank[static_cast<std::size_t>(deal_order_[i])]);
-          st.place(static_cast<std::size_t>(left[i]), r);
+          st.place(static_cast<std::size_t>(pool[next + i]), r);
           ++dealt[r];
           expected[r] = std::max<std::int64_t>(0, expected[r] - level_mean);
         }
-        left.erase(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(m));
+        next += m;
+        std::size_t still = 0;
+        for (std::size_t i = 0; i < eligible; ++i) {
+          still += keep(still, static_cast<std::size_t>(eligible_rank[i]));
+        }
+        eligible = still;
       }
       begin = end;
     }
     // A pack no rank had level room for: take the first rank with a free slot and let the repair
     // step fix the crowded level (rare: only when pins crowd a level despite the slack check).
+    // Ranks only fill up, so the first with a free slot only moves forward.
+    std::size_t first_free = 0;
     for (const auto p32 : stranded) {
-      for (std::size_t r = 0; r < st.dp; ++r) {
-        if (st.used[r] < st.k) {
-          st.place(static_cast<std::size_t>(p32), r);
-          break;
-        }
+      while (st.used[first_free] == st.k) {
+        ++first_free;
       }
+      st.place(static_cast<std::size_t>(p32), first_free);
     }
   }
 
  private:
-  std::vector<std::int32_t> pool_, min_room_, dealt_, left_, stranded_;
+  std::vector<std::int32_t> pool_, min_room_, dealt_, stranded_;
   std::vector<std::int64_t> expected_;
   std::vector<std::int32_t> eligible_rank_, deal_order_, scratch_room_;
   std::vector<std::int64_t> eligible_load_;

@@ -162,8 +162,8 @@ struct state {
       }
       for (std::size_t r = 0; r < dp; ++r) {
         const std::size_t size = own_first[r + 1] - own_first[r];
-        insertion_sort_desc(bucket.data() + own_first[r], size, size * size,
-                            [](const std::pair<std::int64_t, std::int32_t>& e) { return e.first; });
+        stable_sort_desc(bucket.data() + own_first[r], size, own_sort,
+                         [](const std::pair<std::int64_t, std::int32_t>& e) { return e.first; });
       }
       own.resize(n);
       for (std::size_t i = 0; i < n; ++i) {
@@ -358,7 +358,7 @@ struct state {
 
   // Working memory of prepare(), kept between batches.
   std::vector<std::int64_t> level_count;
-  std::vector<std::pair<std::int64_t, std::int32_t>> own_bytes;
+  std::vector<std::pair<std::int64_t, std::int32_t>> own_bytes, own_sort;
   std::vector<std::size_t> rank_pos;
 };
 
