@@ -38,6 +38,12 @@ struct solution {
   movement_metrics movement;  ///< moved packs and bytes of `cells`
   std::int64_t stage1_a = 0;  ///< A after stage 1
   std::int64_t stage1_b = 0;  ///< B after stage 1
+  /// Work of stage 2's searches (swap candidates weighed, packs scanned; 0 with a custom
+  /// refiner or mbs > 1), and whether they stopped at the deterministic bound of about 64 per
+  /// pack, where stage 2 answers with stage 1's ranks renamed and packs brought home within its
+  /// balance (A and B as stage 1's).
+  std::int64_t stage2_work = 0;
+  bool stage2_bounded = false;
 };
 
 namespace detail {
@@ -93,10 +99,14 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
   profile_loads(costs, a, s, ws.loads, ws.table);
   out.stage1_a = ws.loads.a();
   out.stage1_b = ws.loads.b();
+  out.stage2_work = 0;
+  out.stage2_bounded = false;
   if (opt.refine) {
     const refine_options ropt{opt.mode, opt.eps, opt.topology};
     if constexpr (std::is_same_v<Refiner, refiner>) {
       refine_sorted(packs, order, s, a, ws.loads, ropt, ws.refine);
+      out.stage2_work = ws.refine.work;
+      out.stage2_bounded = ws.refine.bounded;
       if (transient) {
         ws.refine = {};
       }

@@ -2,8 +2,11 @@
 // obvious computation.
 #include <packswap/detail/prng.hpp>
 #include <packswap/refine/detail/stage2/pin.hpp>
+#include <packswap/solve.hpp>
 
 #include <doctest/doctest.h>
+
+#include "stress.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -55,7 +58,7 @@ completion_answer completable(const std::vector<std::int32_t>& cnt,
 TEST_CASE("min_add_tree answers range minima and last-below queries like a plain array") {
   prng rng(5);
   for (int trial = 0; trial < 300; ++trial) {
-    const auto n = static_cast<std::size_t>(rng.uniform(1, 70));
+    const auto n = static_cast<std::size_t>(rng.uniform(1, 200)); // flat and tree
     std::vector<std::int64_t> v(n);
     for (auto& x : v) {
       x = rng.uniform(-20, 20);
@@ -64,8 +67,8 @@ TEST_CASE("min_add_tree answers range minima and last-below queries like a plain
     tree.assign(v.data(), n);
     for (int op = 0; op < 60; ++op) {
       const auto a = static_cast<std::size_t>(rng.below(n + 1));
-      const auto b = static_cast<std::size_t>(rng.uniform(static_cast<std::int64_t>(a),
-                                                          static_cast<std::int64_t>(n)));
+      const auto b = static_cast<std::size_t>(
+          rng.uniform(static_cast<std::int64_t>(a), static_cast<std::int64_t>(n)));
       if (rng.chance(1, 2)) {
         const std::int64_t d = rng.uniform(-3, 3);
         tree.add(a, b, d);
@@ -93,7 +96,7 @@ TEST_CASE("min_add_tree answers range minima and last-below queries like a plain
 TEST_CASE("completion tracks whether a rank stays completable as packs come and go") {
   prng rng(11);
   for (int trial = 0; trial < 400; ++trial) {
-    const auto k = static_cast<std::size_t>(rng.uniform(1, 40));
+    const auto k = static_cast<std::size_t>(rng.uniform(1, 160)); // flat and tree
     std::vector<std::int64_t> slack(k), lo(k), hi(k);
     for (std::size_t j = 0; j < k; ++j) {
       slack[j] = rng.chance(1, 2) ? 0 : rng.uniform(0, 3);
@@ -128,4 +131,42 @@ TEST_CASE("completion tracks whether a rank stays completable as packs come and 
       CHECK(tree.fill_hi == now.fill_hi);
     }
   }
+}
+
+TEST_CASE("stage 2's work stays under its bound on the stress set, and its answers keep A and B") {
+  // Every stress distribution, shapes from ga 16 to 1,024 (the bound is hit on some of them),
+  // three eps: the searches' work never exceeds stage2_work_bound (linear in the pack count),
+  // A stays exact, B within (1 + eps) of stage 1's, and no more bytes move than stage 1's.
+  // Fewer under the sanitizers (tests/refine/CMakeLists.txt defines PACKSWAP_TEST_SANITIZED).
+#ifdef PACKSWAP_TEST_SANITIZED
+  const shape shapes[] = {{4, 256, 1}, {64, 16, 1}};
+  const int seeds = 1;
+#else
+  const shape shapes[] = {{4, 256, 1}, {8, 128, 1},  {16, 64, 1}, {64, 16, 1},
+                          {2, 512, 1}, {16, 256, 1}, {4, 1024, 1}};
+  const int seeds = 2;
+#endif
+  int bounded = 0;
+  for (const auto d : test::stress::all_dists) {
+    for (const auto& s : shapes) {
+      for (const double eps : {0.0, 0.001, 0.01}) {
+        for (int seed = 1; seed <= seeds; ++seed) {
+          const auto packs = test::stress::batch(s, d, static_cast<std::uint64_t>(seed));
+          solve_options opt;
+          opt.eps = eps;
+          const auto sol = solve(packs, s, opt);
+          INFO(test::stress::name(d)
+               << " dp=" << s.dp << " ga=" << s.ga << " eps=" << eps << " seed=" << seed);
+          CHECK(sol.stage2_work <= detail::stage2_work_bound(s.packs(), s.ga));
+          CHECK(sol.balance.a == sol.balance.lb_a);
+          CHECK(sol.balance.b <= detail::relax(sol.stage1_b, detail::eps_ppm(eps)));
+          solve_options stage1 = opt;
+          stage1.refine = false;
+          CHECK(sol.movement.moved_bytes <= solve(packs, s, stage1).movement.moved_bytes);
+          bounded += sol.stage2_bounded ? 1 : 0;
+        }
+      }
+    }
+  }
+  CHECK(bounded > 0); // the bound is exercised
 }

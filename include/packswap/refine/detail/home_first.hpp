@@ -32,6 +32,9 @@ namespace packswap::detail {
 /// through a cost-sorted index, each lowering the total excess, cheapest in moved bytes first (in
 /// the attempts made after the others failed, where no single swap helps a rank, two swaps in a
 /// chain); (5) bring packs home by swapping them with packs their home rank holds for others.
+/// The searches (4, 5) count their work; past `limit_work` a run fails, and the caller may
+/// `settle` from stage 1 instead: bring-home alone, from an assignment that already meets the
+/// limits.
 class home_first {
  public:
   using tuning = stage2::tuning;
@@ -52,8 +55,19 @@ class home_first {
     st_.prepare(packs, s, topo, caps, limit, order);
   }
 
+  /// Bounds the work of the searches (repair and bring-home) in every later run() and settle()
+  /// (see `stage2::state::work`): past it, a run fails and bring-home stops early.
+  void limit_work(std::int64_t limit) { st_.work_limit = limit; }
+  /// Work done since prepare().
+  std::int64_t work() const { return st_.work; }
+  /// Whether the searches stopped at the work limit.
+  bool out_of_work() const { return st_.out_of_work(); }
+
   /// One attempt; false when some rank stays above the limit.
   bool run(const tuning& t) {
+    if (st_.out_of_work()) {
+      return false;
+    }
     st_.reset();
     pin_.run(st_, t); // also clears every pack's place and locks the pins
     fill_.run(st_);
@@ -79,6 +93,19 @@ class home_first {
     }
     home_.run(st_, t);
     return true;
+  }
+
+  /// Starts from `a`, which must keep every rank within the limit and its level constraints
+  /// (stage 1 does, whatever its rank labels), and brings packs home: `passes` passes of the
+  /// bring-home phase, within the work limit. O(n) plus the passes.
+  void settle(const assignment& a, std::int32_t passes) {
+    st_.reset();
+    for (std::size_t p = 0; p < st_.n; ++p) {
+      st_.place(p, static_cast<std::size_t>(a[static_cast<std::size_t>(st_.input_id[p])].rank));
+    }
+    tuning t;
+    t.home_passes = passes;
+    home_.run(st_, t);
   }
 
   /// Writes every pack's cell (indexed by input id) after a successful `run` into `out`: its

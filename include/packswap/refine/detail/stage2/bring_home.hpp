@@ -3,6 +3,7 @@
 #include "packswap/detail/prefetch.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -14,9 +15,11 @@ namespace packswap::detail::stage2 {
 /// Every trade keeps every rank within the limit and its level constraints, and lowers the
 /// weighted moved bytes; no trade sends a pack away from home.
 ///
-/// Complexity: per pass, one pass over the records, then per pack away from home O(k) over its
-/// home rank's packs (times the ranks of the home node with several nodes), plus O(k) per
-/// compensating candidate: O(n k) at worst per pass.
+/// Complexity: per pass O(n) to list the packs away from home, then per such pack O(1 + L / 16 +
+/// q): L the levels the trade may take (one where a level has no slack), read from the level
+/// row of the home rank, q their packs there (times the ranks of the home node with several
+/// nodes), plus at most `compensation_pairs` compensating pairs. O(n) per pass where costs are
+/// distinct. Stops at the work limit: every trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -31,13 +34,25 @@ class bring_home_phase {
     for (std::size_t r = 0; r < st.dp; ++r) {
       st.full_from(r);
     }
-    // Largest cost difference within each level: its top quantile less its bottom one.
-    std::vector<std::int64_t> level_spread = st.level_quantile(1000);
+    if (!st.levels_live) {
+      st.index_levels();
+    }
+    // Largest cost difference within each level: its top quantile less its bottom one; the
+    // levels by it, widest first (ties by level), for the compensating trades.
+    level_spread_ = st.level_quantile(1000);
     {
       const auto cheapest = st.level_quantile(0);
+      by_spread_.clear();
       for (std::size_t l = 0; l < st.k; ++l) {
-        level_spread[l] -= cheapest[l];
+        level_spread_[l] -= cheapest[l];
+        if (level_spread_[l] > 0) {
+          by_spread_.push_back(l);
+        }
       }
+      std::sort(by_spread_.begin(), by_spread_.end(), [&](std::size_t a, std::size_t b) {
+        return level_spread_[a] > level_spread_[b] ||
+               (level_spread_[a] == level_spread_[b] && a < b);
+      });
     }
     for (std::int32_t pass = 0; pass < tune.home_passes; ++pass) {
       bool changed = false;
@@ -61,16 +76,17 @@ class bring_home_phase {
           prefetch(&st.load[ahead]);
           prefetch(&st.full[ahead * st.k]);
         }
+        if (st.out_of_work()) {
+          return; // every trade so far kept the limits: stopping anywhere is safe
+        }
+        ++st.work;
         const auto p = static_cast<std::size_t>(away_[next]);
         const auto r = static_cast<std::size_t>(st.pk[p].rank);
         const std::size_t h = st.src(p);
         if (r == h) {
           continue;
         }
-        struct move {
-          std::size_t q = 0, u = 0, v = 0; // u == v: no compensating trade
-          std::int64_t delta = 0;
-        } best;
+        move best;
         bool found = false;
         const auto consider = [&](const move& m) {
           if (m.delta < 0 && (!found || m.delta < best.delta)) {
@@ -78,7 +94,6 @@ class bring_home_phase {
             found = true;
           }
         };
-        bool indexed = false;
         const std::int32_t p_level = st.pk[p].level;
         // Levels first: trading p for q keeps r's levels valid iff q's level is p's or r can
         // take it in p's place (st.full_from(r)[q level] >= p's level, which holds for the levels
@@ -92,6 +107,7 @@ class bring_home_phase {
           while (lowest > 0 && r_full[lowest - 1] >= p_level) {
             --lowest;
           }
+          st.work += (p_level - lowest) / 16;
         }
         const auto try_rank = [&](std::size_t t) {
           if (t == r) {
@@ -100,76 +116,33 @@ class bring_home_phase {
           const std::int64_t p_delta =
               st.away(p, t) - st.away(p, r); // p's part of every trade here
           const std::int64_t p_cost = st.pk[p].cost;
-          const std::int32_t* t_items = &st.items[t * st.k];
-          const std::int32_t* t_homes = &st.item_home[t * st.k];
-          const std::int32_t* t_levels = &st.item_level[t * st.k];
-          const std::int32_t highest = st.full_from(t)[p_level]; // may be k: then any level fits
-          const std::size_t t_used = st.used[t];                 // no trade below changes it
-          for (std::size_t i = 0; i < t_used; ++i) {
-            const auto hq = static_cast<std::size_t>(t_homes[i]);
-            const std::int32_t q_level = t_levels[i];
-            if (hq == t || q_level < lowest || q_level > highest) {
-              continue; // home (trading it away gains nothing in general), or no level room
-            }
-            // q's part of the byte change is its bytes times a weight its home rank decides;
-            // where that weight is zero, the change is known before q's record is read.
-            const std::int64_t q_weight = st.weight(hq, r) - st.weight(hq, t);
-            if (q_weight == 0 && (p_delta >= 0 || (found && p_delta >= best.delta))) {
-              continue;
-            }
-            const auto q = static_cast<std::size_t>(t_items[i]);
-            const std::int64_t delta = p_delta + q_weight * st.pk[q].bytes;
-            if (delta >= 0 || (found && delta >= best.delta)) {
-              continue;
-            }
-            const std::int64_t d = p_cost - st.pk[q].cost; // load moving from r to t
-            const bool loads_fit = st.load[t] + d <= st.limit && st.load[r] - d <= st.limit;
-            // Compensation only for the trade that brings p home.
-            if (!loads_fit && t != h) {
-              continue;
-            }
-            if (loads_fit) {
-              consider({q, 0, 0, delta});
-              continue;
-            }
-            // A same-level trade u (on t) <-> v (on r) moving e back from t to r; v is r's
-            // away-from-home pack of u's level, looked up in `movable_`. Both loads fit iff e
-            // lies in [e_lo, e_hi]; u and v share a level, so |e| is at most that level's
-            // spread: u of a level whose spread cannot reach the range is passed over before
-            // any record is read, and r's packs are indexed only if some u remains.
-            const std::int64_t e_lo = st.load[t] + d - st.limit;
-            const std::int64_t e_hi = st.limit - st.load[r] + d;
-            const auto can_compensate = [&](std::size_t a) {
-              const std::int64_t spread = level_spread[static_cast<std::size_t>(t_levels[a])];
-              return static_cast<std::size_t>(t_items[a]) != q &&
-                     static_cast<std::size_t>(t_homes[a]) != t && e_lo <= spread && e_hi >= -spread;
-            };
-            bool any = false;
-            for (std::size_t a = 0; a < t_used && !any; ++a) {
-              any = can_compensate(a);
-            }
-            if (!any) {
-              continue;
-            }
-            if (!indexed) {
-              index_movable(st, r, p);
-              indexed = true;
-            }
-            for (std::size_t a = 0; a < t_used; ++a) {
-              if (!can_compensate(a)) {
+          // may be k: then any level fits
+          const auto highest =
+              std::min<std::size_t>(st.k - 1, static_cast<std::size_t>(st.full_from(t)[p_level]));
+          // The level rows are read in sequence, 16 to a cache line: counted as such.
+          st.work +=
+              static_cast<std::int64_t>(highest + 16 - static_cast<std::size_t>(lowest)) / 16;
+          for (auto l = static_cast<std::size_t>(lowest); l <= highest; ++l) {
+            for (std::int32_t next_q = st.at_level[t * st.k + l]; next_q >= 0;) {
+              const auto q = static_cast<std::size_t>(next_q);
+              next_q = st.next_at_level[q];
+              ++st.work;
+              const std::size_t hq = st.src(q);
+              if (hq == t) {
+                continue; // home: trading it away gains nothing in general
+              }
+              const std::int64_t delta =
+                  p_delta + (st.weight(hq, r) - st.weight(hq, t)) * st.pk[q].bytes;
+              if (delta >= 0 || (found && delta >= best.delta)) {
                 continue;
               }
-              const auto u = static_cast<std::size_t>(t_items[a]);
-              const std::int64_t vv = movable_[static_cast<std::size_t>(t_levels[a])];
-              if (vv < 0) {
-                continue;
+              const std::int64_t d = p_cost - st.pk[q].cost; // load moving from r to t
+              const bool loads_fit = st.load[t] + d <= st.limit && st.load[r] - d <= st.limit;
+              if (loads_fit) {
+                consider({q, 0, 0, delta});
+              } else if (t == h) { // compensation only for the trade that brings p home
+                compensate(st, t, r, p, q, d, delta, consider);
               }
-              const auto v = static_cast<std::size_t>(vv);
-              const std::int64_t e = st.pk[u].cost - st.pk[v].cost;
-              if (e < e_lo || e > e_hi) {
-                continue;
-              }
-              consider({q, u, v, delta + st.swap_delta(u, t, v, r)});
             }
           }
         };
@@ -197,6 +170,11 @@ class bring_home_phase {
   }
 
  private:
+  struct move {
+    std::size_t q = 0, u = 0, v = 0; // u == v: no compensating trade
+    std::int64_t delta = 0;
+  };
+
   // away_: the packs away from home (internal ids) in input order. One pass over the records in
   // their own order marks them by input id; one pass over the marks lists them.
   void list_away(const state& st) {
@@ -214,21 +192,51 @@ class bring_home_phase {
     away_.resize(m);
   }
 
-  // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1.
-  void index_movable(const state& st, std::size_t r, std::size_t skip) {
-    movable_.assign(st.k, -1);
-    // Levels from st.item_level: no pack record is read.
-    for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const auto v = static_cast<std::size_t>(st.items[r * st.k + i]);
-      if (v != skip && static_cast<std::size_t>(st.item_home[r * st.k + i]) != r) {
-        movable_[static_cast<std::size_t>(st.item_level[r * st.k + i])] =
-            static_cast<std::int64_t>(v);
+  // The compensating trade for trading p (on r) for q (on t, p's home), which moves d from r to
+  // t and lets the loads overflow: a same-level trade u (on t) <-> v (on r) of two packs both
+  // away from home (moving them again costs nothing in general) carrying e = cost(u) - cost(v)
+  // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
+  // at most its spread: the levels are tried widest first and only while their spread can reach
+  // the range, at most `compensation_pairs` pairs in all.
+  template <class Consider>
+  void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
+                  std::int64_t d, std::int64_t delta, Consider&& consider) const {
+    const std::int64_t e_lo = st.load[t] + d - st.limit;
+    const std::int64_t e_hi = st.limit - st.load[r] + d;
+    std::int32_t pairs = compensation_pairs;
+    for (const std::size_t l : by_spread_) {
+      const std::int64_t spread = level_spread_[l];
+      if (e_lo > spread || e_hi < -spread || pairs <= 0) {
+        return; // nor any narrower level
+      }
+      for (std::int32_t u = st.at_level[t * st.k + l]; u >= 0 && pairs > 0;
+           u = st.next_at_level[static_cast<std::size_t>(u)]) {
+        const auto uu = static_cast<std::size_t>(u);
+        if (uu == q || st.src(uu) == t) {
+          continue;
+        }
+        for (std::int32_t v = st.at_level[r * st.k + l]; v >= 0 && pairs > 0;
+             v = st.next_at_level[static_cast<std::size_t>(v)]) {
+          const auto vv = static_cast<std::size_t>(v);
+          if (vv == p || st.src(vv) == r) {
+            continue;
+          }
+          --pairs;
+          ++st.work;
+          const std::int64_t e = st.pk[uu].cost - st.pk[vv].cost;
+          if (e >= e_lo && e <= e_hi) {
+            consider(move{q, uu, vv, delta + st.swap_delta(uu, t, vv, r)});
+          }
+        }
       }
     }
   }
 
-  std::vector<std::int64_t> movable_; // see index_movable
-  std::vector<std::int32_t> away_;    // see list_away
+  static constexpr std::int32_t compensation_pairs = 64;
+
+  std::vector<std::int64_t> level_spread_; // see run()
+  std::vector<std::size_t> by_spread_;
+  std::vector<std::int32_t> away_; // see list_away
   std::vector<char> away_mark_;
 };
 

@@ -13,11 +13,18 @@ namespace packswap::detail::stage2 {
 
 // Range add and range minimum over int64 values 0..n-1, with the last index before b whose value
 // is below a threshold: a segment tree whose nodes keep their own pending add (never pushed
-// down). O(log n) per call; `assign` is O(n).
+// down), O(log n) per call; up to `flat_up_to` values, a plain array scanned in O(n), which is
+// faster there. `assign` is O(n).
 class min_add_tree {
  public:
+  static constexpr std::size_t flat_up_to = 64;
+
   void assign(const std::int64_t* v, std::size_t n) {
     n_ = n;
+    if (n <= flat_up_to) {
+      min_.assign(v, v + n);
+      return;
+    }
     size_ = 1;
     while (size_ < n) {
       size_ *= 2;
@@ -34,18 +41,37 @@ class min_add_tree {
 
   // Adds d to the values [a, b).
   void add(std::size_t a, std::size_t b, std::int64_t d) {
-    if (a < b) {
+    if (n_ <= flat_up_to) {
+      for (std::size_t i = a; i < b; ++i) {
+        min_[i] += d;
+      }
+    } else if (a < b) {
       add(1, 0, size_, a, b, d);
     }
   }
 
   // The smallest value in [a, b) (`none` when empty).
   std::int64_t min(std::size_t a, std::size_t b) const {
+    if (n_ <= flat_up_to) {
+      std::int64_t m = none;
+      for (std::size_t i = a; i < b; ++i) {
+        m = std::min(m, min_[i]);
+      }
+      return m;
+    }
     return a < b ? min(1, 0, size_, a, b) : none;
   }
 
   // The largest i < b whose value is below t, or -1.
   std::ptrdiff_t last_below(std::size_t b, std::int64_t t) const {
+    if (n_ <= flat_up_to) {
+      for (std::size_t i = b; i-- > 0;) {
+        if (min_[i] < t) {
+          return static_cast<std::ptrdiff_t>(i);
+        }
+      }
+      return -1;
+    }
     return last_below(1, 0, size_, b, t, 0);
   }
 
@@ -95,11 +121,12 @@ class min_add_tree {
   }
 
   std::size_t n_ = 0, size_ = 1;
-  std::vector<std::int64_t> min_, add_;
+  std::vector<std::int64_t> min_, add_; // the values themselves when flat
 };
 
 // Whether one rank can still be completed (see pin_phase::completable), kept up to date as its
-// own packs come and go: O(log k) per pack instead of O(k). With u(j) = j + 1 - (packs of level
+// own packs come and go: O(log k) per pack instead of O(k) (for k <= 64 the same steps on flat
+// arrays). With u(j) = j + 1 - (packs of level
 // <= j held), the largest receive counts are R(j) = min over j' >= j of u(j'), the slack used at
 // j is u(j) - R(j), and the rank is completable iff every u(j) >= 0 and every used slack is at
 // most what the level has left. Adding a pack of level l lowers u on [l, k), hence R on [j0, k)

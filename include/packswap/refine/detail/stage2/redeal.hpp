@@ -15,11 +15,13 @@ namespace packswap::detail::stage2 {
 /// and unlocks pins of ranks far from the limit.
 ///
 /// Every rank keeps as many packs of each level as it had, so the level constraints hold as they
-/// did; no sweep raises the largest load. Ends with every pack's place written back.
+/// did; no sweep raises the largest load. Ends with every pack's place written back (not
+/// through swap_packs: the level lists are stale until the repair indexes them again).
 ///
-/// Complexity: per sweep, one radix sort and one linear pass per level over its unlocked packs:
-/// O(n) per sweep (radix passes over 64-bit keys); per unlock round O(dp) plus O(k) per far
-/// rank and a merge of the unlocked list. (redeal_sweeps + 1) (unlock_rounds + 1) sweeps at most.
+/// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs (radix
+/// passes from 256 packs, a comparison sort below): O(n log dp) per sweep at worst; per unlock
+/// round O(dp) plus O(k) per far rank and a merge of the unlocked list. At most redeal_sweeps
+/// (unlock_rounds + 1) sweeps per run.
 class redeal_phase {
  public:
   // (2a) Re-deal sweeps; then ranks still far from the limit unlock one pinned home pack each and
@@ -34,6 +36,7 @@ class redeal_phase {
   // locked packs among a rank's items (an unlocked place may hold a stale entry, but always one
   // of an unlocked pack, which the search skips).
   void run(state& st, const tuning& t) {
+    st.levels_live = false; // places move without swap_packs()
     collect_unlocked(st);
     redeal_rounds(st, t);
     store_unlocked(st);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "packswap/detail/prng.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
 #include <algorithm>
@@ -14,25 +15,35 @@ namespace packswap::detail::stage2 {
 
 /// Stage 2, phase 4: repair. Swaps packs until no rank is above the limit or crowds a level.
 ///
-/// Every swap lowers the total excess (load above the limit, summed over ranks) or, on a rank
+/// Every step lowers the total excess (load above the limit, summed over ranks) or, on a rank
 /// that crowds a level, moves a pack at or below its lowest crowded level out for one above it;
-/// swaps keep every other rank's level constraints. Returns false, naming the rank, when no swap
-/// helps a rank, or when out of swaps.
+/// swaps keep every other rank's level constraints. A step on rank r tries, in order: (1) single
+/// swaps of r's picked packs (`pick`: those that can shed its excess, fewest bytes first, and
+/// those that can shed the most) with packs of the roomiest ranks (by level, `level_table`) and
+/// of the cost index, where a full fix (r and its partner within the limit) moving the fewest
+/// bytes wins; (2) several same-level swaps at once with the roomiest ranks (`batch_step`);
+/// (3) the single swap with the largest gain, among four times as many picks; (4) in the
+/// chained attempts, two swaps in a chain (`chain_step`). Returns false, naming the rank, when
+/// no swap helps it, or when out of swaps or out of work (`state::out_of_work`).
 ///
-/// Complexity: per step O(k) to find the rank's state, O(m k log k) to pair its packs with the m
-/// roomiest ranks' (a sort of each partner's packs and a binary search per pack), O(k s) through
-/// the cost index (s entries per pack), and, when none of those holds a full fix, every cheaper
-/// pack of the m partners (O(m k^2)). Up to 2n + 16 steps.
+/// Complexity: O(n + dp k) to index the packs by rank and level. Per step, for p picks (at most
+/// 8 repair_picks) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k / 16 +
+/// k)) for the level tables with at most scan_limit levels of r per level of a partner, O(p
+/// (log n + scan_limit)) through the cost index, O(m k log(m k)) for a batch; a chain step
+/// O(c w (k + c w)) for c chain_picks and w chain_width. Up to 2n + 16 steps, and at most the
+/// work bound: the work counted (candidates weighed, packs read) stops the phase at the first
+/// step past it.
 class repair_phase {
  public:
-  // (3) Lowers every rank to the limit and fixes crowded levels. The worst rank goes first; its
-  // partner is sought among the ranks with the most room (every pair of their packs), then, if
-  // none fits, through the cost index across all ranks.
-  // Returns false when out of swaps (`stuck` stays dp) or when no swap helps rank `stuck`. With
+  // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
+  // when out of swaps or work (`stuck` stays dp) or when no swap helps rank `stuck`. With
   // `tuning::chains`, a rank no single swap helps tries two swaps in a chain (`chain_step`)
   // first, up to `tuning::chain_steps` times.
   bool run(state& st, const tuning& t, std::size_t& stuck) {
     tuning_ = t;
+    st.index_levels();
+    steps_on_.assign(st.dp, 0);
+    st.work += static_cast<std::int64_t>(st.n + st.dp);
     const std::int64_t budget =
         static_cast<std::int64_t>(st.n) * tuning_.repair_swaps_per_pack + 16;
     std::int64_t swaps = 0;
@@ -57,22 +68,23 @@ class repair_phase {
       if (key != over_key(st, r)) {
         continue; // stale; a fresh entry was pushed when the rank changed
       }
-      if (++swaps > budget) {
+      if (++swaps > budget || st.out_of_work()) {
         return false;
       }
-      std::size_t other = st.dp;
-      std::size_t third = st.dp; // a chain's last rank
-      if (!repair_step(st, r, other)) {
-        if (chains_left == 0 || !chain_step(st, r, other, third)) {
-          stuck = r;
+      changed_.assign(1, r);
+      ++steps_on_[r];
+      if (!repair_step(st, r)) {
+        std::size_t s1 = st.dp;
+        std::size_t s2 = st.dp;
+        if (chains_left == 0 || !chain_step(st, r, s1, s2)) {
+          stuck = st.out_of_work() ? st.dp : r;
           return false;
         }
+        changed_.push_back(s1);
+        changed_.push_back(s2);
         --chains_left;
       }
-      for (const std::size_t changed : {r, other, third}) {
-        if (changed == st.dp) {
-          continue;
-        }
+      for (const std::size_t changed : changed_) {
         const std::int64_t k2 = over_key(st, changed);
         if (k2 > 0) {
           over.emplace(k2, -static_cast<std::int64_t>(changed));
@@ -124,14 +136,73 @@ class repair_phase {
     std::size_t x = 0, y = 0;
   };
 
-  // Full fixes first, then least moved bytes, then most excess removed, then ids.
-  static bool better(const candidate& a, const candidate& b) {
-    return std::tie(b.full, a.delta, b.gain, a.x, a.y) <
-           std::tie(a.full, b.delta, a.gain, b.x, b.y);
+  // Full fixes first, the one moving the fewest bytes. Among partial fixes the largest gain,
+  // then the fewest bytes: a rank no swap fixes outright gets there in the fewest steps. Level
+  // repairs (`by_bytes`) go by bytes, then gain. Ties by ids.
+  static bool better(const candidate& a, const candidate& b, bool by_bytes) {
+    if (a.full != b.full) {
+      return a.full > b.full;
+    }
+    if (a.full == 1 || by_bytes) {
+      return std::tie(a.delta, b.gain, a.x, a.y) < std::tie(b.delta, a.gain, b.x, b.y);
+    }
+    return std::tie(b.gain, a.delta, a.x, a.y) < std::tie(a.gain, b.delta, b.x, b.y);
   }
 
-  // One swap that lowers rank r's excess (levels first, then load). Sets `other` to the partner.
-  bool repair_step(state& st, std::size_t r, std::size_t& other) {
+  // The largest cost a pack of level l can shed in one swap: down to the cheapest pack of its
+  // level, or of the batch where the level has slack (a pack of a later level may take its
+  // place). Fixed for the batch.
+  static std::int64_t shed(const state& st, std::size_t p) {
+    const auto l = static_cast<std::size_t>(st.pk[p].level);
+    const std::int64_t floor =
+        st.slack[l] == 0 ? st.sorted_cost[st.level_begin[l]] : st.sorted_cost[0];
+    return st.pk[p].cost - floor;
+  }
+
+  // Rank r's packs worth trying, into picks_: level repairs, the packs at or below the crowded
+  // level, away-from-home and cheapest in bytes first; otherwise the packs that can shed the
+  // excess, those whose move costs the fewest bytes first (away from home: none), then the
+  // packs that can shed the most. At most `tuning::repair_picks` of each kind; O(k).
+  void pick(state& st, std::size_t r, std::int64_t exc, std::int32_t crowded_level,
+            std::int32_t most) {
+    const auto limit = static_cast<std::size_t>(most);
+    keyed_.clear();
+    shedding_.clear();
+    for (std::size_t i = 0; i < st.used[r]; ++i) {
+      const auto x = static_cast<std::size_t>(st.items[r * st.k + i]);
+      const std::int64_t bytes = st.pk[x].home == static_cast<std::int32_t>(r) ? st.pk[x].bytes : 0;
+      if (crowded_level >= 0) {
+        if (st.pk[x].level <= crowded_level) {
+          keyed_.push_back({bytes, static_cast<std::int64_t>(x)});
+        }
+        continue;
+      }
+      const std::int64_t can = shed(st, x);
+      if (can >= exc) {
+        keyed_.push_back({bytes, static_cast<std::int64_t>(x)});
+      } else if (can > 0) {
+        shedding_.push_back({-can, static_cast<std::int64_t>(x)});
+      }
+    }
+    st.work += static_cast<std::int64_t>(st.used[r]);
+    picks_.clear();
+    for (auto* list : {&keyed_, &shedding_}) {
+      if (list->size() > limit) {
+        std::nth_element(list->begin(), list->begin() + static_cast<std::ptrdiff_t>(limit),
+                         list->end());
+        list->resize(limit);
+      }
+      for (const auto& e : *list) {
+        picks_.push_back(static_cast<std::size_t>(e.second));
+      }
+    }
+    // In id order, whatever order nth_element left: the searches may stop at the work bound
+    // part way, and every standard library must stop at the same candidate.
+    std::sort(picks_.begin(), picks_.end());
+  }
+
+  // Swaps that lower rank r's excess (levels first, then load); the partners join changed_.
+  bool repair_step(state& st, std::size_t r) {
     const std::int64_t exc = st.excess(r);
     const bool crowded = st.level_excess(r) > 0;
     // The lowest crowded level: a pack at or below it must leave for one above it.
@@ -149,6 +220,7 @@ class repair_phase {
     bool found = false;
     candidate best;
     const auto consider = [&](std::size_t x, std::size_t y) {
+      ++st.work;
       const auto s2 = static_cast<std::size_t>(st.pk[y].rank);
       if (s2 == r) {
         return;
@@ -171,7 +243,8 @@ class repair_phase {
       c.x = x;
       c.y = y;
       // The level check is the costly part: only for a candidate that would win.
-      if ((found && !better(c, best)) || !st.level_room(s2, st.pk[x].level, st.pk[y].level)) {
+      if ((found && !better(c, best, crowded)) ||
+          !st.level_room(s2, st.pk[x].level, st.pk[y].level)) {
         return;
       }
       best = c;
@@ -179,87 +252,220 @@ class repair_phase {
     };
     // A full fix that moves no more bytes cannot be beaten by much: stop looking.
     const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
-    // Every pair of packs between r and the roomiest ranks. Outside level repairs a full fix
-    // (which beats every partial one) moves d = cost(x) - cost(y) in [excess of r, room of the
-    // partner]: those pairs go first, and the rest only if neither they nor the cost index hold
-    // a fix. Same answer as considering every pair, with far fewer candidates.
+    pick(st, r, exc, crowded_level, tuning_.repair_picks);
     roomiest(st, static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
-    const auto pairs = [&](bool full_only) {
-      for (const std::size_t s2 : scratch_ranks_) {
-        if (settled()) {
-          break;
-        }
-        const std::int64_t room = st.limit - st.load[s2];
-        // The partner's packs, read once: (cost, level) beside the id.
-        const std::size_t s2_used = st.used[s2];
-        partner_.resize(s2_used);
-        for (std::size_t j = 0; j < s2_used; ++j) {
-          const auto y = static_cast<std::size_t>(st.items[s2 * st.k + j]);
-          partner_[j] = {st.pk[y].cost, st.pk[y].level, static_cast<std::int32_t>(y)};
-        }
-        // Outside level repairs only a cheaper y can help (a full fix: cost within
-        // [cost(x) - room, cost(x) - excess]); sorted by cost, those form one range per x.
-        // The order of candidates does not matter: the best under `better` wins.
-        if (!crowded) {
-          std::sort(partner_.begin(), partner_.end(), [](const auto& a, const auto& b) {
-            return a.cost < b.cost || (a.cost == b.cost && a.id < b.id);
-          });
-        }
-        for (std::size_t i = 0; i < st.used[r]; ++i) {
-          const auto x = static_cast<std::size_t>(st.items[r * st.k + i]);
-          const std::int32_t x_level = st.pk[x].level;
-          const std::int64_t x_cost = st.pk[x].cost;
-          // Without slack at x's level only a pack of the same level can take its place.
-          const bool same_level_only = !crowded && st.slack[static_cast<std::size_t>(x_level)] == 0;
-          auto first = partner_.begin();
-          auto last = partner_.end();
-          if (!crowded) {
-            const std::int64_t lo =
-                full_only ? x_cost - room : std::numeric_limits<std::int64_t>::min();
-            const std::int64_t hi = full_only ? x_cost - exc : x_cost - 1;
-            first = std::lower_bound(partner_.begin(), partner_.end(), lo,
-                                     [](const auto& y, std::int64_t c) { return y.cost < c; });
-            last = std::upper_bound(first, partner_.end(), hi,
-                                    [](std::int64_t c, const auto& y) { return c < y.cost; });
-          }
-          for (auto y = first; y < last; ++y) {
-            if (!same_level_only || y->level == x_level) {
-              consider(x, static_cast<std::size_t>(y->id));
+    // The roomiest ranks first: most fixes need a partner with room. Both ranks' packs by level
+    // (`level_table`): outside level repairs, for each level of the partner's packs, r's packs of
+    // that level and of the levels below it that the partner can take in its place (see
+    // level_room); for a level repair, the most expensive pack the partner holds above the
+    // crowded level (it overloads the partner least), for each pick.
+    level_table(st, r, mine_);
+    for (const std::size_t s2 : scratch_ranks_) {
+      level_table(st, s2, theirs_);
+      if (crowded) {
+        for (const auto& e : theirs_) {
+          if (static_cast<std::int32_t>(e.level) > crowded_level) {
+            for (const std::size_t x : picks_) {
+              consider(x, e.hi);
             }
+            break;
+          }
+        }
+        continue;
+      }
+      const std::int32_t* full = st.full_from(s2);
+      std::size_t below = 0; // mine_[below - 1]: r's last level <= the partner's level
+      for (const auto& e : theirs_) {
+        while (below < mine_.size() && mine_[below].level <= e.level) {
+          ++below;
+        }
+        // r's levels from the partner's down, at most `scan_limit` of them.
+        const std::size_t lowest = below > static_cast<std::size_t>(tuning_.scan_limit)
+                                       ? below - static_cast<std::size_t>(tuning_.scan_limit)
+                                       : 0;
+        for (std::size_t i = below; i-- > lowest;) {
+          const auto& m = mine_[i];
+          if (m.level != e.level && static_cast<std::size_t>(full[m.level]) < e.level) {
+            break; // nor any lower level: full_from is non-decreasing
+          }
+          ++st.work;
+          consider(m.hi, e.lo);
+          if (m.lo != m.hi || e.lo != e.hi) {
+            consider(m.lo, e.hi);
+            consider(m.hi, e.hi);
+            consider(m.lo, e.lo);
           }
         }
       }
-    };
-    // The cost index only when no partner among the roomiest fixes r outright: it is the
-    // expensive part of a step, and most steps find their fix among the roomy ranks.
-    if (crowded) {
-      pairs(false);
-      if (!found || best.full == 0) {
-        index_search(st, r, exc, crowded, consider);
+    }
+    if (!settled()) {
+      index_search(st, exc, crowded, consider);
+    }
+    if (!crowded && (!found || best.full == 0)) {
+      if (batch_step(st, r, exc)) {
+        return true;
       }
-    } else {
-      pairs(true);
-      if (!found) {
-        // The partial fixes among the roomiest only when the cost index holds no full fix
-        // either: a full fix beats every partial one, and the index finds one in most steps.
-        index_search(st, r, exc, crowded, consider);
-        if (!found || best.full == 0) {
-          pairs(false);
-        }
-      }
+      // Nothing with the roomiest ranks: four times as many of r's packs through the cost
+      // index, which reaches every rank (and, where levels have slack, packs of other levels).
+      pick(st, r, exc, crowded_level, 4 * tuning_.repair_picks);
+      index_search(st, exc, crowded, consider);
     }
     if (!found) {
       return false;
     }
-    other = static_cast<std::size_t>(st.pk[best.y].rank);
+    changed_.push_back(static_cast<std::size_t>(st.pk[best.y].rank));
     st.swap_packs(best.x, best.y);
     return true;
+  }
+
+  // Where no single swap fixes rank r: several same-level swaps at once, with the roomiest
+  // ranks. For each level r and a partner both hold, r's most expensive pack of it for the
+  // partner's cheapest (`mine_` as repair_step left it) gives one swap moving d. The swaps that
+  // move no bytes go first, largest d first, then the fewest bytes per unit of d; each is taken
+  // while r stays above the limit, its pack is still there and the partner stays within the
+  // limit. Once only swaps that move bytes are left, in a rank's first `careful_steps` steps one
+  // more ends the batch: the one that ends r's excess alone moving the fewest bytes, or else the
+  // one moving the fewest per unit of d; later (a rank that needs many steps) they are taken in
+  // order too, which takes far fewer steps for slightly more bytes.
+  // Same-level swaps keep every rank's level counts. O(m k log(m k)) for m partners. Where none
+  // fits a partner's room: the one swap that overloads a partner least, when that still lowers the
+  // total excess (the partner is repaired in its turn).
+  bool batch_step(state& st, std::size_t r, std::int64_t exc) {
+    swaps_.clear();
+    for (const std::size_t s2 : scratch_ranks_) {
+      if (st.load[s2] >= st.limit) {
+        continue;
+      }
+      level_table(st, s2, theirs_);
+      std::size_t i = 0;
+      for (const auto& e : theirs_) {
+        while (i < mine_.size() && mine_[i].level < e.level) {
+          ++i;
+        }
+        if (i < mine_.size() && mine_[i].level == e.level &&
+            st.pk[e.lo].cost < st.pk[mine_[i].hi].cost) {
+          const std::size_t x = mine_[i].hi;
+          swaps_.push_back(
+              {st.pk[x].cost - st.pk[e.lo].cost, st.swap_delta(x, r, e.lo, s2), x, e.lo, s2});
+        }
+      }
+    }
+    st.work += static_cast<std::int64_t>(swaps_.size());
+    std::sort(swaps_.begin(), swaps_.end(), [](const batch_swap& a, const batch_swap& b) {
+      const bool a_free = a.delta <= 0;
+      const bool b_free = b.delta <= 0;
+      if (a_free != b_free) {
+        return a_free;
+      }
+      if (a_free) {
+        return std::tie(b.d, a.delta, a.x, a.y) < std::tie(a.d, b.delta, b.x, b.y);
+      }
+      const int c = compare_products(a.delta, b.d, b.delta, a.d);
+      return c != 0 ? c < 0 : std::tie(a.x, a.y) < std::tie(b.x, b.y);
+    });
+    const auto usable = [&](const batch_swap& sw) {
+      return st.pk[sw.x].rank == static_cast<std::int32_t>(r) &&
+             st.pk[sw.y].rank == static_cast<std::int32_t>(sw.partner) &&
+             st.load[sw.partner] + sw.d <= st.limit;
+    };
+    bool any = false;
+    for (std::size_t i = 0; i < swaps_.size() && st.load[r] > st.limit; ++i) {
+      if (!usable(swaps_[i])) {
+        continue;
+      }
+      // A swap that moves bytes while another usable one finishes the job: the one of those
+      // that moves the fewest bytes, and done.
+      if (swaps_[i].delta > 0 && steps_on_[r] <= careful_steps) {
+        const std::int64_t rest = st.load[r] - st.limit;
+        const batch_swap* finish = nullptr;
+        for (std::size_t j = i; j < swaps_.size(); ++j) {
+          const auto& sw = swaps_[j];
+          if (sw.d >= rest && usable(sw) &&
+              (finish == nullptr ||
+               std::tie(sw.delta, sw.x, sw.y) < std::tie(finish->delta, finish->x, finish->y))) {
+            finish = &sw;
+          }
+        }
+        st.work += static_cast<std::int64_t>(swaps_.size() - i);
+        // Else the one moving the fewest bytes per unit of d, alone: the next step weighs the
+        // rest again, with what the swap changed.
+        const batch_swap& take = finish != nullptr ? *finish : swaps_[i];
+        st.swap_packs(take.x, take.y);
+        changed_.push_back(take.partner);
+        return true;
+      }
+      st.swap_packs(swaps_[i].x, swaps_[i].y);
+      changed_.push_back(swaps_[i].partner);
+      any = true;
+    }
+    if (any) {
+      return true;
+    }
+    const batch_swap* least = nullptr;
+    std::int64_t least_over = 0;
+    for (const auto& sw : swaps_) {
+      const std::int64_t over = sw.d - (st.limit - st.load[sw.partner]);
+      if (over < std::min(sw.d, exc) &&
+          (least == nullptr || std::tie(over, sw.delta, sw.x, sw.y) <
+                                   std::tie(least_over, least->delta, least->x, least->y))) {
+        least = &sw;
+        least_over = over;
+      }
+    }
+    if (least == nullptr) {
+      return false;
+    }
+    st.swap_packs(least->x, least->y);
+    changed_.push_back(least->partner);
+    return true;
+  }
+
+  // Rank r's packs by level: for every level it holds, ascending, its cheapest and its most
+  // expensive pack there (ties: the lower id). O(k).
+  struct level_entry {
+    std::size_t level, lo, hi;
+  };
+  void level_table(state& st, std::size_t r, std::vector<level_entry>& out) {
+    out.clear();
+    const std::int32_t* cnt = &st.cnt[r * st.k];
+    for (std::size_t l = 0; l < st.k; ++l) {
+      if (cnt[l] == 0) {
+        continue;
+      }
+      level_entry e{l, st.n, st.n};
+      for (std::int32_t y = st.at_level[r * st.k + l]; y >= 0;
+           y = st.next_at_level[static_cast<std::size_t>(y)]) {
+        const auto p = static_cast<std::size_t>(y);
+        // Internal ids run by cost descending, ties by input id.
+        e.hi = e.hi == st.n || p < e.hi ? p : e.hi;
+        e.lo = e.lo == st.n || st.pk[p].cost < st.pk[e.lo].cost ||
+                       (st.pk[p].cost == st.pk[e.lo].cost && p < e.lo)
+                   ? p
+                   : e.lo;
+      }
+      out.push_back(e);
+    }
+    st.work += static_cast<std::int64_t>(st.k / 16 + st.used[r]); // the counts in sequence
+  }
+
+  // Sign of a * b - c * d for non-negative operands, exactly (128-bit products).
+  static int compare_products(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+    std::uint64_t ab_hi = 0;
+    std::uint64_t ab_lo = 0;
+    std::uint64_t cd_hi = 0;
+    std::uint64_t cd_lo = 0;
+    mul_64x64(static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b), ab_hi, ab_lo);
+    mul_64x64(static_cast<std::uint64_t>(c), static_cast<std::uint64_t>(d), cd_hi, cd_lo);
+    if (ab_hi != cd_hi) {
+      return ab_hi < cd_hi ? -1 : 1;
+    }
+    return ab_lo == cd_lo ? 0 : (ab_lo < cd_lo ? -1 : 1);
   }
 
   // Calls f(y) for the packs y of x's level that cost less than x, among the `width` nearest
   // each side of cost `want` in the cost index (each level is one stretch of it).
   template <class F>
-  static void same_level_below(const state& st, std::size_t x, std::int64_t want, std::size_t width,
+  static void same_level_below(state& st, std::size_t x, std::int64_t want, std::size_t width,
                                F&& f) {
     const auto level = static_cast<std::size_t>(st.pk[x].level);
     const auto first = st.sorted_cost.begin() + static_cast<std::ptrdiff_t>(st.level_begin[level]);
@@ -268,6 +474,7 @@ class repair_phase {
         static_cast<std::size_t>(std::upper_bound(first, last, want) - st.sorted_cost.begin());
     const std::size_t from = std::max(st.level_begin[level], split > width ? split - width : 0);
     const std::size_t to = std::min(st.level_end[level], split + width);
+    st.work += static_cast<std::int64_t>(to - std::min(from, to));
     for (std::size_t i = from; i < to; ++i) {
       const auto y = static_cast<std::size_t>(st.by_cost(i));
       if (st.pk[y].cost < st.pk[x].cost) {
@@ -279,33 +486,38 @@ class repair_phase {
   // For a rank r above the limit that no single swap helps: two swaps in a chain, x (on r) for a
   // cheaper y of its level on s1, then x2 (on s1, now over) for a cheaper y2 of x2's level on s2,
   // that together lower the excess of the three ranks. Same-level swaps keep every rank's level
-  // counts. Candidates come from the cost index near the difference each swap must carry; the
-  // chain ending with the least excess wins, then the fewest weighted bytes, then ids. Each first
-  // swap is tried in place and undone. Sets `s1` and `s2` to the partners.
+  // counts. Candidates come from the cost index near the difference each swap must carry, among
+  // the packs `pick` chooses on r and on s1; the chain ending with the least excess wins, then
+  // the fewest weighted bytes, then ids. Each first swap is tried in place and undone. Sets `s1`
+  // and `s2` to the partners. O(p s (k + p s)) for p picks and s index entries.
   bool chain_step(state& st, std::size_t r, std::size_t& s1_out, std::size_t& s2_out) {
     const std::int64_t exc = st.excess(r);
     if (exc == 0 || st.level_excess(r) > 0) {
       return false;
     }
-    const auto width = static_cast<std::size_t>(tuning_.scan_limit);
+    const auto width = static_cast<std::size_t>(tuning_.chain_width);
     struct chain {
       std::int64_t after = 0, delta = 0;
       std::size_t x = 0, y = 0, x2 = 0, y2 = 0;
     } best;
     bool found = false;
-    for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const auto x = static_cast<std::size_t>(st.items[r * st.k + i]); // restored after each try
+    pick(st, r, exc, -1, tuning_.chain_picks);
+    first_picks_ = picks_;
+    for (const std::size_t x : first_picks_) {
       same_level_below(st, x, st.pk[x].cost - exc, width, [&](std::size_t y) {
         const auto s1 = static_cast<std::size_t>(st.pk[y].rank);
-        if (s1 == r) {
+        if (s1 == r || st.out_of_work()) {
           return;
         }
         const std::int64_t before_1 = exc + st.excess(s1);
         const std::int64_t delta_1 = st.swap_delta(x, r, y, s1);
         st.swap_packs(x, y);
         const std::int64_t pushed = st.excess(s1);
-        for (std::size_t j = 0; pushed > 0 && j < st.used[s1]; ++j) {
-          const auto x2 = static_cast<std::size_t>(st.items[s1 * st.k + j]);
+        if (pushed > 0) {
+          pick(st, s1, pushed, -1, tuning_.chain_picks);
+        }
+        for (std::size_t j = 0; pushed > 0 && j < picks_.size(); ++j) {
+          const std::size_t x2 = picks_[j];
           same_level_below(st, x2, st.pk[x2].cost - pushed, width, [&](std::size_t y2) {
             const auto s2 = static_cast<std::size_t>(st.pk[y2].rank);
             if (s2 == r || s2 == s1) {
@@ -339,37 +551,55 @@ class repair_phase {
     return true;
   }
 
-  // Partners for r's packs through the cost index: a full fix needs cost(y) <= cost(x) - exc;
-  // scan downward from there (growing difference), then upward toward cost(x) (partial fixes).
+  // Partners for the picked packs through the cost index: a full fix needs cost(y) <= cost(x) -
+  // exc; scan downward from there (growing difference), then upward toward cost(x) (partial
+  // fixes), and, where x's level has no slack, the cheapest packs of its level (the largest
+  // partial fixes).
   template <class Consider>
-  void index_search(state& st, std::size_t r, std::int64_t exc, bool crowded, Consider&& consider) {
+  void index_search(state& st, std::int64_t exc, bool crowded, Consider&& consider) {
     std::int64_t max_room = 0;
     if (!crowded) {
       roomiest(st, 1, st.dp, roomiest_one_); // scratch_ranks_ still lists the partners
       max_room = roomiest_one_.empty() ? 0 : st.limit - st.load[roomiest_one_[0]];
     }
     const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
-    for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const auto x = static_cast<std::size_t>(st.items[r * st.k + i]);
+    for (const std::size_t x : picks_) {
       const std::int64_t want = st.pk[x].cost - std::max<std::int64_t>(exc, 1);
       const auto split = static_cast<std::size_t>(
           std::upper_bound(st.sorted_cost.begin(), st.sorted_cost.end(), want) -
           st.sorted_cost.begin());
-      // Where no rank holds fewer than l + 1 packs of level <= l (no slack), only packs of x's
-      // own level can trade places with it; the cost index holds each level contiguously. No
-      // rank can absorb more than the largest room, so larger differences are never useful
+      // The cost index holds each level contiguously. Where no rank holds fewer than l + 1
+      // packs of level <= l (no slack), only packs of x's own level can trade places with it.
+      // No rank can absorb more than the largest room, so larger differences are never useful
       // (outside level repairs, which may overload a partner).
-      const bool same_level_only =
-          !crowded && st.slack[static_cast<std::size_t>(st.pk[x].level)] == 0;
+      const auto level = static_cast<std::size_t>(st.pk[x].level);
+      const std::size_t lb = st.level_begin[level];
+      const std::size_t le = st.level_end[level];
       const std::int64_t reach = crowded ? st.pk[x].cost : max_room;
-      for (std::size_t step = 0; step < limit && step < split; ++step) {
-        const auto y = static_cast<std::size_t>(st.by_cost(split - 1 - step));
-        if ((same_level_only && st.pk[y].level != st.pk[x].level) ||
-            st.pk[x].cost - st.pk[y].cost > reach) {
+      // Full fixes of x's level: downward from the split, growing difference.
+      const std::size_t level_split = std::min(std::max(split, lb), le);
+      for (std::size_t step = 0; step < limit && level_split - step > lb; ++step) {
+        const auto y = static_cast<std::size_t>(st.by_cost(level_split - 1 - step));
+        if (st.pk[x].cost - st.pk[y].cost > reach) {
           break;
         }
         consider(x, y);
       }
+      // Where the level has slack, across levels too.
+      if (crowded || st.slack[level] != 0) {
+        for (std::size_t step = 0, i2 = split; step < limit && i2 > 0; --i2) {
+          const auto y = static_cast<std::size_t>(st.by_cost(i2 - 1));
+          if (st.pk[x].cost - st.pk[y].cost > reach) {
+            break;
+          }
+          if (static_cast<std::size_t>(st.pk[y].level) != level) {
+            consider(x, y);
+            ++step;
+          }
+        }
+      }
+      // Partial fixes: upward from the split toward cost(x), and the cheapest packs of x's level
+      // (the largest differences).
       const auto first_partial =
           std::max(split, static_cast<std::size_t>(std::lower_bound(st.sorted_cost.begin(),
                                                                     st.sorted_cost.end(),
@@ -381,17 +611,29 @@ class repair_phase {
         }
         consider(x, static_cast<std::size_t>(st.by_cost(i2)));
       }
+      for (std::size_t i2 = lb; i2 < std::min(le, lb + limit / 2); ++i2) {
+        if (st.sorted_cost[i2] >= st.pk[x].cost) {
+          break;
+        }
+        consider(x, static_cast<std::size_t>(st.by_cost(i2)));
+      }
     }
   }
 
   tuning tuning_{};
   std::vector<std::size_t> scratch_ranks_;
-  std::vector<std::size_t> roomiest_one_; // see index_search
-  struct partner_pack {
-    std::int64_t cost;
-    std::int32_t level, id;
+  std::vector<std::size_t> roomiest_one_;                               // see index_search
+  std::vector<std::pair<std::int64_t, std::int64_t>> keyed_, shedding_; // see pick()
+  std::vector<std::size_t> picks_, first_picks_;                        // see pick(), chain_step()
+  std::vector<std::size_t> changed_;                                    // the ranks a step changed
+  std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
+  static constexpr std::int32_t careful_steps = 2;
+  struct batch_swap {
+    std::int64_t d, delta;
+    std::size_t x, y, partner;
   };
-  std::vector<partner_pack> partner_; // a repair partner's packs, see repair_step
+  std::vector<batch_swap> swaps_;          // see batch_step()
+  std::vector<level_entry> mine_, theirs_; // see level_table()
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   // A max-heap of (key, -rank) that keeps its memory when cleared.
   struct heap : std::priority_queue<std::pair<std::int64_t, std::int64_t>> {

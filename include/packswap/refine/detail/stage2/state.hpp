@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct tuning {
   std::int32_t roomy_partners = 8;
   /// Sweeps of the re-deal step over all levels.
   std::int32_t redeal_sweeps = 2;
+  /// Packs of a rank above the limit tried per repair step, of each kind (see
+  /// repair_phase::pick): those that can shed its excess, and those that can shed the most.
+  std::int32_t repair_picks = 16;
   /// Rounds in which ranks stuck far below the limit unlock one home pack each.
   std::int32_t unlock_rounds = 4;
   /// Times a rank the repair cannot fix gives up all its pins before the attempt fails.
@@ -35,9 +39,13 @@ struct tuning {
   /// Where no single swap helps a rank, try two swaps in a chain (`chain_step`): a wider
   /// search, for the attempt made after the others failed.
   bool chains = false;
-  /// Chains allowed per repair: each search weighs up to (2 scan_limit ga)^2 pairs of swaps,
-  /// so this bounds the time a repair can spend on them.
+  /// Chains allowed per repair.
   std::int32_t chain_steps = 256;
+  /// Packs tried per rank of a chain (of each kind, see repair_phase::pick) and cost-index
+  /// entries on each side of the target per pack: a chain search weighs up to
+  /// (2 chain_picks 2 chain_width)^2 pairs of swaps.
+  std::int32_t chain_picks = 16;
+  std::int32_t chain_width = 8;
 };
 
 /// What every phase of stage 2 reads and changes: the batch (fixed by `prepare`) and the current
@@ -52,6 +60,10 @@ struct tuning {
 /// by cost descending sit at or below the caps, and dealing them to micro-steps in that order
 /// keeps every micro-step's maximum within its cap (A <= sum(caps)). Every phase keeps this
 /// for every rank, except where the repair's comment says otherwise.
+///
+/// Costs: prepare() O(n log k) (each rank's own packs sorted by bytes); place, unplace and
+/// swap_packs O(1); full_from(r) O(k) when r's level counts changed since its last call (a
+/// swap across levels), else O(1); index_levels() O(n + dp k).
 struct state {
   // How far ahead the passes over packs in input order fetch pack records.
   static constexpr std::size_t prefetch_distance = 8;
@@ -66,6 +78,8 @@ struct state {
     k = static_cast<std::size_t>(s.ga);
     n = packs.size();
     limit = b_limit;
+    work = 0;
+    work_limit = std::numeric_limits<std::int64_t>::max();
     node.resize(dp);
     for (std::size_t r = 0; r < dp; ++r) {
       node[r] = topo.node(static_cast<std::int32_t>(r));
@@ -103,8 +117,8 @@ struct state {
     // as ids rise, so levels only rise: one walk down the caps.
     pk.resize(n);
     sorted_cost.resize(n);
-    auto& at_level = level_count;
-    at_level.assign(k, 0);
+    auto& per_level = level_count;
+    per_level.assign(k, 0);
     own_first.assign(dp + 1, 0);
     std::size_t level = 0;
     total_cost = 0;
@@ -120,7 +134,7 @@ struct state {
       pk[p] = {m.cost, m.bytes, m.source_rank, static_cast<std::int32_t>(level), -1, -1};
       sorted_cost[n - 1 - p] = m.cost;
       total_cost += m.cost;
-      ++at_level[level];
+      ++per_level[level];
       ++own_first[static_cast<std::size_t>(m.source_rank) + 1];
     }
     // Slack of level j: how many ranks may end with fewer than j + 1 packs of level <= j. Zero
@@ -134,9 +148,9 @@ struct state {
       std::int64_t prefix = 0;
       for (std::size_t j = 0; j < k; ++j) {
         const auto first_id = static_cast<std::size_t>(prefix);
-        prefix += at_level[j];
+        prefix += per_level[j];
         slack[j] = static_cast<std::int64_t>(dp) * static_cast<std::int64_t>(j + 1) - prefix;
-        if (at_level[j] > 0) {
+        if (per_level[j] > 0) {
           level_begin[j] = n - static_cast<std::size_t>(prefix);
           level_end[j] = n - first_id;
         }
@@ -233,6 +247,7 @@ struct state {
     cnt.assign(dp * k, 0);
     full.resize(dp * k);
     full_stale.assign(dp, 1);
+    levels_live = false;
   }
 
   void place(std::size_t p, std::size_t r) {
@@ -279,12 +294,59 @@ struct state {
     const std::int64_t d = pk[x].cost - pk[y].cost;
     load[a] -= d;
     load[b] += d;
-    --cnt[a * k + static_cast<std::size_t>(pk[x].level)];
-    ++cnt[a * k + static_cast<std::size_t>(pk[y].level)];
-    --cnt[b * k + static_cast<std::size_t>(pk[y].level)];
-    ++cnt[b * k + static_cast<std::size_t>(pk[x].level)];
-    full_stale[a] = 1;
-    full_stale[b] = 1;
+    if (pk[x].level != pk[y].level) { // a same-level swap changes no level count
+      --cnt[a * k + static_cast<std::size_t>(pk[x].level)];
+      ++cnt[a * k + static_cast<std::size_t>(pk[y].level)];
+      --cnt[b * k + static_cast<std::size_t>(pk[y].level)];
+      ++cnt[b * k + static_cast<std::size_t>(pk[x].level)];
+      full_stale[a] = 1;
+      full_stale[b] = 1;
+    }
+    if (levels_live) {
+      unlink(x, a);
+      unlink(y, b);
+      link(x, b);
+      link(y, a);
+    }
+  }
+
+  // The packs of every rank by level, as doubly linked lists: at_level[r * k + l] heads rank r's
+  // packs of level l, linked by next_at_level (-1 ends the list). Built here in O(n + dp k);
+  // swap_packs() keeps them up to date until `levels_live` is cleared (place/unplace and the
+  // re-deal's writes do not).
+  void index_levels() {
+    at_level.assign(dp * k, -1);
+    next_at_level.resize(n);
+    prev_at_level.resize(n);
+    for (std::size_t r = 0; r < dp; ++r) {
+      for (std::size_t i = used[r]; i-- > 0;) {
+        link(static_cast<std::size_t>(items[r * k + i]), r);
+      }
+    }
+    levels_live = true;
+  }
+
+  void link(std::size_t p, std::size_t r) {
+    std::int32_t& head = at_level[r * k + static_cast<std::size_t>(pk[p].level)];
+    prev_at_level[p] = -1;
+    next_at_level[p] = head;
+    if (head >= 0) {
+      prev_at_level[static_cast<std::size_t>(head)] = static_cast<std::int32_t>(p);
+    }
+    head = static_cast<std::int32_t>(p);
+  }
+
+  void unlink(std::size_t p, std::size_t r) {
+    const std::int32_t before = prev_at_level[p];
+    const std::int32_t after = next_at_level[p];
+    if (before >= 0) {
+      next_at_level[static_cast<std::size_t>(before)] = after;
+    } else {
+      at_level[r * k + static_cast<std::size_t>(pk[p].level)] = after;
+    }
+    if (after >= 0) {
+      prev_at_level[static_cast<std::size_t>(after)] = before;
+    }
   }
 
   // Per-level quantile of costs (per mille), from the cost index where each level is contiguous.
@@ -355,6 +417,14 @@ struct state {
   std::vector<std::int32_t> full; // see full_from()
   std::vector<char> full_stale;
   std::vector<char> locked; // pinned home packs the re-deal leaves alone
+  std::vector<std::int32_t> at_level, next_at_level, prev_at_level; // see index_levels()
+  bool levels_live = false;
+
+  // Work: the candidates and items the searches read, counted so that a solve can stop at a
+  // bound every rank reaches at the same point (never a clock). out_of_work() once past it.
+  std::int64_t work = 0;
+  std::int64_t work_limit = std::numeric_limits<std::int64_t>::max();
+  bool out_of_work() const { return work > work_limit; }
 
   // Working memory of prepare(), kept between batches.
   std::vector<std::int64_t> level_count;
