@@ -39,8 +39,8 @@ struct solution {
   std::int64_t stage1_a = 0;  ///< A after stage 1
   std::int64_t stage1_b = 0;  ///< B after stage 1
   /// Work of stage 2's searches (swap candidates weighed, packs scanned; 0 with a custom
-  /// refiner or mbs > 1), and whether they stopped at the deterministic bound of about 64 per
-  /// pack, where stage 2 answers with stage 1's ranks renamed and packs brought home within its
+  /// refiner or mbs > 1), and whether they stopped at the deterministic bound (32 per pack plus
+  /// 2^19), where stage 2 answers with stage 1's ranks renamed and packs brought home within its
   /// balance (A and B as stage 1's).
   std::int64_t stage2_work = 0;
   bool stage2_bounded = false;

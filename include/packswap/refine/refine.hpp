@@ -76,17 +76,23 @@ inline bool stage2_fits(std::int64_t total_cost, const shape& s, std::int64_t to
          total_bytes <= most / 4 / topo.inter_node_weight();
 }
 
-// Work the searches of stage 2 may do per pack of the batch (see `refine_sorted`).
-inline constexpr std::int64_t stage2_work_per_pack = 128;
-// Work the fallback's bring-home may do per pack, on top.
-inline constexpr std::int64_t fallback_work_per_pack = 16;
+// Work the searches of stage 2 may do: per pack of the batch, plus a constant that lets small
+// batches run the chained repairs their hardest cases need (see `refine_sorted`). Per unit of
+// work, time grows with the batch (its records leave the caches), so the share per pack is
+// small: normal batches use 2-25 per pack.
+inline constexpr std::int64_t stage2_work_per_pack = 32;
+inline constexpr std::int64_t stage2_work_constant = std::int64_t{1} << 19;
+// Work the fallback's bring-home may do, on top.
+inline constexpr std::int64_t fallback_work_per_pack = 8;
+inline constexpr std::int64_t fallback_work_constant = std::int64_t{1} << 16;
 
 // The most work stage 2's searches do for n packs in ga micro-steps: the search's bound and the
 // fallback's allowance (each with a constant for small batches), plus what the step under way
 // at each check may add (the level tables of the roomiest ranks, O(ga), and a bounded number of
 // candidates). O(n), as ga <= n.
 constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga) {
-  return (stage2_work_per_pack + fallback_work_per_pack) * n + 65536 + 4096 + 16 * ga + 16384;
+  return (stage2_work_per_pack + fallback_work_per_pack) * n + stage2_work_constant +
+         fallback_work_constant + 16 * ga + 16384;
 }
 
 // Working memory of stage 2, kept by callers that refine every step; after each refine_sorted,
@@ -142,7 +148,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // proportional to the pack count. Past it no attempt starts and the answer is the fallback
   // below, which keeps stage 1's balance.
   const auto n = static_cast<std::int64_t>(packs.size());
-  engine.limit_work(stage2_work_per_pack * n + 65536);
+  engine.limit_work(stage2_work_per_pack * n + stage2_work_constant);
   home_first::tuning wide;
   // Where the wide pinning band fails (a limit so tight that single swaps cannot reach it, as
   // at eps = 0 on some batches), again with a repair that may also chain two swaps (a wider
@@ -170,7 +176,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // it (within a work allowance of its own).
   ws.bounded = engine.out_of_work();
   a = relabel_ranks(packs, s, std::move(a), opt.topology);
-  engine.limit_work(engine.work() + fallback_work_per_pack * n + 4096);
+  engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
   engine.settle(a, 2);
   engine.cells(a, ws.used);
   ws.work = engine.work();
@@ -195,7 +201,8 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// micro-step maxima (so A == LB_A stays exact in `per_micro_step` mode), B within
 /// (1 + eps) * stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps.
 /// Its searches count their work and stop at a bound proportional to the pack count
-/// (`detail::stage2_work_per_pack` per pack), so its time is bounded on any input, and every
+/// (`detail::stage2_work_per_pack` per pack, plus a constant), so its time is bounded on any
+/// input, and every
 /// rank stops at the same point. Should the search fail to meet the limits (it tries the wide
 /// band, then the wide and a narrow band with a repair that may also chain two swaps), run out
 /// of work, or move more than stage 1, the answer is stage 1 with its ranks renamed to keep the

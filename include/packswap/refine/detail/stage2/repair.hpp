@@ -585,17 +585,15 @@ class repair_phase {
         }
         consider(x, y);
       }
-      // Where the level has slack, across levels too.
+      // Where the level has slack, across levels too: the cheaper packs of later levels, below
+      // x's level's stretch.
       if (crowded || st.slack[level] != 0) {
-        for (std::size_t step = 0, i2 = split; step < limit && i2 > 0; --i2) {
+        for (std::size_t step = 0, i2 = std::min(split, lb); step < limit && i2 > 0; --i2, ++step) {
           const auto y = static_cast<std::size_t>(st.by_cost(i2 - 1));
           if (st.pk[x].cost - st.pk[y].cost > reach) {
             break;
           }
-          if (static_cast<std::size_t>(st.pk[y].level) != level) {
-            consider(x, y);
-            ++step;
-          }
+          consider(x, y);
         }
       }
       // Partial fixes: upward from the split toward cost(x), and the cheapest packs of x's level
