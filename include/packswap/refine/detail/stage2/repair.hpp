@@ -21,8 +21,9 @@ namespace packswap::detail::stage2 {
 /// swaps of r's picked packs (`pick`: those that can shed its excess, fewest bytes first, and
 /// those that can shed the most) with packs of the roomiest ranks (by level, `level_table`) and
 /// of the cost index, where a full fix (r and its partner within the limit) moving the fewest
-/// bytes wins; (2) several same-level swaps at once with the roomiest ranks (`batch_step`);
-/// (3) the single swap with the largest gain, among four times as many picks; (4) in the
+/// bytes wins; (2) with 64 levels or more, several same-level swaps at once with the roomiest
+/// ranks (`batch_step`); (3) the best single partial fix, among four times as many picks (by
+/// gain with 64 levels or more, else by bytes); (4) in the
 /// chained attempts, two swaps in a chain (`chain_step`). Returns false, naming the rank, when
 /// no swap helps it, or when out of swaps or out of work (`state::out_of_work`).
 ///
@@ -137,8 +138,9 @@ class repair_phase {
   };
 
   // Full fixes first, the one moving the fewest bytes. Among partial fixes the largest gain,
-  // then the fewest bytes: a rank no swap fixes outright gets there in the fewest steps. Level
-  // repairs (`by_bytes`) go by bytes, then gain. Ties by ids.
+  // then the fewest bytes: a rank no swap fixes outright gets there in the fewest steps; or, with
+  // `by_bytes` (level repairs, and few levels), the fewest bytes, then the largest gain. Ties by
+  // ids.
   static bool better(const candidate& a, const candidate& b, bool by_bytes) {
     if (a.full != b.full) {
       return a.full > b.full;
@@ -205,6 +207,11 @@ class repair_phase {
   bool repair_step(state& st, std::size_t r) {
     const std::int64_t exc = st.excess(r);
     const bool crowded = st.level_excess(r) > 0;
+    // With few levels a step is cheap: partial fixes go by bytes, one swap at a time, which
+    // moves the fewest bytes, unless the rank has taken many steps already. With many levels
+    // each step reads O(k) and a rank may need hundreds of them: partial fixes go by gain, and
+    // batches of swaps take the fewest steps.
+    const bool careful = st.k < bold_from_levels && steps_on_[r] <= careful_rank_steps;
     // The lowest crowded level: a pack at or below it must leave for one above it.
     std::int32_t crowded_level = -1;
     if (crowded) {
@@ -243,7 +250,7 @@ class repair_phase {
       c.x = x;
       c.y = y;
       // The level check is the costly part: only for a candidate that would win.
-      if ((found && !better(c, best, crowded)) ||
+      if ((found && !better(c, best, crowded || careful)) ||
           !st.level_room(s2, st.pk[x].level, st.pk[y].level)) {
         return;
       }
@@ -302,7 +309,7 @@ class repair_phase {
       index_search(st, exc, crowded, consider);
     }
     if (!crowded && (!found || best.full == 0)) {
-      if (batch_step(st, r, exc)) {
+      if (!careful && batch_step(st, r, exc)) {
         return true;
       }
       // Nothing with the roomiest ranks: four times as many of r's packs through the cost
@@ -626,6 +633,8 @@ class repair_phase {
   std::vector<std::size_t> changed_;                                    // the ranks a step changed
   std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
   static constexpr std::int32_t careful_steps = 2;
+  static constexpr std::size_t bold_from_levels = 64;
+  static constexpr std::int32_t careful_rank_steps = 8;
   struct batch_swap {
     std::int64_t d, delta;
     std::size_t x, y, partner;
