@@ -1,6 +1,8 @@
 #pragma once
 
 #include "packswap/detail/prng.hpp"
+#include "packswap/refine/detail/stage2/chain.hpp"
+#include "packswap/refine/detail/stage2/pick.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
 #include <algorithm>
@@ -18,13 +20,13 @@ namespace packswap::detail::stage2 {
 /// Every step lowers the total excess (load above the limit, summed over ranks) or, on a rank
 /// that crowds a level, moves a pack at or below its lowest crowded level out for one above it;
 /// swaps keep every other rank's level constraints. A step on rank r tries, in order: (1) single
-/// swaps of r's picked packs (`pick`: those that can shed its excess, fewest bytes first, and
-/// those that can shed the most) with packs of the roomiest ranks (by level, `level_table`) and
+/// swaps of r's picked packs (`pack_picker`: those that can shed its excess, fewest bytes first,
+/// and those that can shed the most) with packs of the roomiest ranks (by level, `level_table`) and
 /// of the cost index, where a full fix (r and its partner within the limit) moving the fewest
 /// bytes wins; (2) with 64 levels or more, several same-level swaps at once with the roomiest
 /// ranks (`batch_step`); (3) the best single partial fix, among four times as many picks (by
 /// gain with 64 levels or more, else by bytes); (4) in the
-/// chained attempts, two swaps in a chain (`chain_step`). Returns false, naming the rank, when
+/// chained attempts, two swaps in a chain (`chain_search`). Returns false, naming the rank, when
 /// no swap helps it, or when out of swaps or out of work (`state::out_of_work`).
 ///
 /// Complexity: O(n + dp k) to index the packs by rank and level. Per step, for p picks (at most
@@ -38,7 +40,7 @@ class repair_phase {
  public:
   // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
   // when out of swaps or work (`stuck` stays dp) or when no swap helps rank `stuck`. With
-  // `tuning::chains`, a rank no single swap helps tries two swaps in a chain (`chain_step`)
+  // `tuning::chains`, a rank no single swap helps tries two swaps in a chain (`chain_search`)
   // first, up to `tuning::chain_steps` times.
   bool run(state& st, const tuning& t, std::size_t& stuck) {
     tuning_ = t;
@@ -77,7 +79,7 @@ class repair_phase {
       if (!repair_step(st, r)) {
         std::size_t s1 = st.dp;
         std::size_t s2 = st.dp;
-        if (chains_left == 0 || !chain_step(st, r, s1, s2)) {
+        if (chains_left == 0 || !chain_.step(st, tuning_, r, s1, s2)) {
           stuck = st.out_of_work() ? st.dp : r;
           return false;
         }
@@ -151,58 +153,6 @@ class repair_phase {
     return std::tie(b.gain, a.delta, a.x, a.y) < std::tie(a.gain, b.delta, b.x, b.y);
   }
 
-  // The largest cost a pack of level l can shed in one swap: down to the cheapest pack of its
-  // level, or of the batch where the level has slack (a pack of a later level may take its
-  // place). Fixed for the batch.
-  static std::int64_t shed(const state& st, std::size_t p) {
-    const auto l = static_cast<std::size_t>(st.pk[p].level);
-    const std::int64_t floor =
-        st.slack[l] == 0 ? st.sorted_cost[st.level_begin[l]] : st.sorted_cost[0];
-    return st.pk[p].cost - floor;
-  }
-
-  // Rank r's packs worth trying, into picks_: level repairs, the packs at or below the crowded
-  // level, away-from-home and cheapest in bytes first; otherwise the packs that can shed the
-  // excess, those whose move costs the fewest bytes first (away from home: none), then the
-  // packs that can shed the most. At most `tuning::repair_picks` of each kind; O(k).
-  void pick(state& st, std::size_t r, std::int64_t exc, std::int32_t crowded_level,
-            std::int32_t most) {
-    const auto limit = static_cast<std::size_t>(most);
-    keyed_.clear();
-    shedding_.clear();
-    for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const auto x = static_cast<std::size_t>(st.items[r * st.k + i]);
-      const std::int64_t bytes = st.pk[x].home == static_cast<std::int32_t>(r) ? st.pk[x].bytes : 0;
-      if (crowded_level >= 0) {
-        if (st.pk[x].level <= crowded_level) {
-          keyed_.push_back({bytes, static_cast<std::int64_t>(x)});
-        }
-        continue;
-      }
-      const std::int64_t can = shed(st, x);
-      if (can >= exc) {
-        keyed_.push_back({bytes, static_cast<std::int64_t>(x)});
-      } else if (can > 0) {
-        shedding_.push_back({-can, static_cast<std::int64_t>(x)});
-      }
-    }
-    st.work += static_cast<std::int64_t>(st.used[r]);
-    picks_.clear();
-    for (auto* list : {&keyed_, &shedding_}) {
-      if (list->size() > limit) {
-        std::nth_element(list->begin(), list->begin() + static_cast<std::ptrdiff_t>(limit),
-                         list->end());
-        list->resize(limit);
-      }
-      for (const auto& e : *list) {
-        picks_.push_back(static_cast<std::size_t>(e.second));
-      }
-    }
-    // In id order, whatever order nth_element left: the searches may stop at the work bound
-    // part way, and every standard library must stop at the same candidate.
-    std::sort(picks_.begin(), picks_.end());
-  }
-
   // Swaps that lower rank r's excess (levels first, then load); the partners join changed_.
   bool repair_step(state& st, std::size_t r) {
     const std::int64_t exc = st.excess(r);
@@ -259,7 +209,7 @@ class repair_phase {
     };
     // A full fix that moves no more bytes cannot be beaten by much: stop looking.
     const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
-    pick(st, r, exc, crowded_level, tuning_.repair_picks);
+    pick_(st, r, exc, crowded_level, tuning_.repair_picks);
     roomiest(st, static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
     // The roomiest ranks first: most fixes need a partner with room. Both ranks' packs by level
     // (`level_table`): outside level repairs, for each level of the partner's packs, r's packs of
@@ -272,7 +222,7 @@ class repair_phase {
       if (crowded) {
         for (const auto& e : theirs_) {
           if (static_cast<std::int32_t>(e.level) > crowded_level) {
-            for (const std::size_t x : picks_) {
+            for (const std::size_t x : pick_.picks) {
               consider(x, e.hi);
             }
             break;
@@ -314,7 +264,7 @@ class repair_phase {
       }
       // Nothing with the roomiest ranks: four times as many of r's packs through the cost
       // index, which reaches every rank (and, where levels have slack, packs of other levels).
-      pick(st, r, exc, crowded_level, 4 * tuning_.repair_picks);
+      pick_(st, r, exc, crowded_level, 4 * tuning_.repair_picks);
       index_search(st, exc, crowded, consider);
     }
     if (!found) {
@@ -469,95 +419,6 @@ class repair_phase {
     return ab_lo == cd_lo ? 0 : (ab_lo < cd_lo ? -1 : 1);
   }
 
-  // Calls f(y) for the packs y of x's level that cost less than x, among the `width` nearest
-  // each side of cost `want` in the cost index (each level is one stretch of it).
-  template <class F>
-  static void same_level_below(state& st, std::size_t x, std::int64_t want, std::size_t width,
-                               F&& f) {
-    const auto level = static_cast<std::size_t>(st.pk[x].level);
-    const auto first = st.sorted_cost.begin() + static_cast<std::ptrdiff_t>(st.level_begin[level]);
-    const auto last = st.sorted_cost.begin() + static_cast<std::ptrdiff_t>(st.level_end[level]);
-    const auto split =
-        static_cast<std::size_t>(std::upper_bound(first, last, want) - st.sorted_cost.begin());
-    const std::size_t from = std::max(st.level_begin[level], split > width ? split - width : 0);
-    const std::size_t to = std::min(st.level_end[level], split + width);
-    st.work += static_cast<std::int64_t>(to - std::min(from, to));
-    for (std::size_t i = from; i < to; ++i) {
-      const auto y = static_cast<std::size_t>(st.by_cost(i));
-      if (st.pk[y].cost < st.pk[x].cost) {
-        f(y);
-      }
-    }
-  }
-
-  // For a rank r above the limit that no single swap helps: two swaps in a chain, x (on r) for a
-  // cheaper y of its level on s1, then x2 (on s1, now over) for a cheaper y2 of x2's level on s2,
-  // that together lower the excess of the three ranks. Same-level swaps keep every rank's level
-  // counts. Candidates come from the cost index near the difference each swap must carry, among
-  // the packs `pick` chooses on r and on s1; the chain ending with the least excess wins, then
-  // the fewest weighted bytes, then ids. Each first swap is tried in place and undone. Sets `s1`
-  // and `s2` to the partners. O(p s (k + p s)) for p picks and s index entries.
-  bool chain_step(state& st, std::size_t r, std::size_t& s1_out, std::size_t& s2_out) {
-    const std::int64_t exc = st.excess(r);
-    if (exc == 0 || st.level_excess(r) > 0) {
-      return false;
-    }
-    const auto width = static_cast<std::size_t>(tuning_.chain_width);
-    struct chain {
-      std::int64_t after = 0, delta = 0;
-      std::size_t x = 0, y = 0, x2 = 0, y2 = 0;
-    } best;
-    bool found = false;
-    pick(st, r, exc, -1, tuning_.chain_picks);
-    first_picks_ = picks_;
-    for (const std::size_t x : first_picks_) {
-      same_level_below(st, x, st.pk[x].cost - exc, width, [&](std::size_t y) {
-        const auto s1 = static_cast<std::size_t>(st.pk[y].rank);
-        if (s1 == r || st.out_of_work()) {
-          return;
-        }
-        const std::int64_t before_1 = exc + st.excess(s1);
-        const std::int64_t delta_1 = st.swap_delta(x, r, y, s1);
-        st.swap_packs(x, y);
-        const std::int64_t pushed = st.excess(s1);
-        if (pushed > 0) {
-          pick(st, s1, pushed, -1, tuning_.chain_picks);
-        }
-        for (std::size_t j = 0; pushed > 0 && j < picks_.size(); ++j) {
-          const std::size_t x2 = picks_[j];
-          same_level_below(st, x2, st.pk[x2].cost - pushed, width, [&](std::size_t y2) {
-            const auto s2 = static_cast<std::size_t>(st.pk[y2].rank);
-            if (s2 == r || s2 == s1) {
-              return;
-            }
-            const std::int64_t d = st.pk[x2].cost - st.pk[y2].cost;
-            const std::int64_t after = st.excess(r) +
-                                       std::max<std::int64_t>(0, st.load[s1] - d - st.limit) +
-                                       std::max<std::int64_t>(0, st.load[s2] + d - st.limit);
-            if (after >= before_1 + st.excess(s2)) {
-              return;
-            }
-            const chain c{after, delta_1 + st.swap_delta(x2, s1, y2, s2), x, y, x2, y2};
-            if (!found || std::tie(c.after, c.delta, c.x, c.y, c.x2, c.y2) <
-                              std::tie(best.after, best.delta, best.x, best.y, best.x2, best.y2)) {
-              best = c;
-              found = true;
-            }
-          });
-        }
-        st.swap_packs(x, y); // undone: both packs back in their slots
-      });
-    }
-    if (!found) {
-      return false;
-    }
-    s1_out = static_cast<std::size_t>(st.pk[best.y].rank);
-    st.swap_packs(best.x, best.y);
-    s2_out = static_cast<std::size_t>(st.pk[best.y2].rank);
-    st.swap_packs(best.x2, best.y2);
-    return true;
-  }
-
   // Partners for the picked packs through the cost index: a full fix needs cost(y) <= cost(x) -
   // exc; scan downward from there (growing difference), then upward toward cost(x) (partial
   // fixes), and, where x's level has no slack, the cheapest packs of its level (the largest
@@ -570,7 +431,7 @@ class repair_phase {
       max_room = roomiest_one_.empty() ? 0 : st.limit - st.load[roomiest_one_[0]];
     }
     const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
-    for (const std::size_t x : picks_) {
+    for (const std::size_t x : pick_.picks) {
       const std::int64_t want = st.pk[x].cost - std::max<std::int64_t>(exc, 1);
       const auto split = static_cast<std::size_t>(
           std::upper_bound(st.sorted_cost.begin(), st.sorted_cost.end(), want) -
@@ -627,10 +488,10 @@ class repair_phase {
 
   tuning tuning_{};
   std::vector<std::size_t> scratch_ranks_;
-  std::vector<std::size_t> roomiest_one_;                               // see index_search
-  std::vector<std::pair<std::int64_t, std::int64_t>> keyed_, shedding_; // see pick()
-  std::vector<std::size_t> picks_, first_picks_;                        // see pick(), chain_step()
-  std::vector<std::size_t> changed_;                                    // the ranks a step changed
+  std::vector<std::size_t> roomiest_one_; // see index_search
+  pack_picker pick_;
+  chain_search chain_;
+  std::vector<std::size_t> changed_;   // the ranks a step changed
   std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
   static constexpr std::int32_t careful_steps = 2;
   static constexpr std::size_t bold_from_levels = 64;

@@ -36,7 +36,7 @@ struct tuning {
   std::int32_t unlock_rounds = 4;
   /// Times a rank the repair cannot fix gives up all its pins before the attempt fails.
   std::int32_t stuck_rounds = 4;
-  /// Where no single swap helps a rank, try two swaps in a chain (`chain_step`): a wider
+  /// Where no single swap helps a rank, try two swaps in a chain (`chain_search`): a wider
   /// search, for the attempt made after the others failed.
   bool chains = false;
   /// Chains allowed per repair.
