@@ -169,7 +169,9 @@ TEST_CASE("stage 2's work stays under its bound on the stress set, and its answe
       }
     }
   }
-#ifndef PACKSWAP_TEST_SANITIZED
+#ifdef PACKSWAP_TEST_SANITIZED
+  (void)bounded; // the sanitized shapes are too small to reach the bound
+#else
   CHECK(bounded > 0); // the bound is exercised
 #endif
 }

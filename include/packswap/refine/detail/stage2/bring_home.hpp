@@ -34,8 +34,12 @@ class bring_home_phase {
     for (std::size_t r = 0; r < st.dp; ++r) {
       st.full_from(r);
     }
-    if (!st.levels_live) {
-      st.index_levels();
+    // With many levels the home rank's packs are read by level, from the level lists; with
+    // few, its item arrays (home and level beside each pack) are read in sequence instead, which
+    // needs no lists.
+    const bool by_level = st.k > scan_items_up_to;
+    if (by_level) {
+      st.ensure_levels();
     }
     // Largest cost difference within each level: its top quantile less its bottom one; the
     // levels by it, widest first (ties by level), for the compensating trades.
@@ -81,6 +85,7 @@ class bring_home_phase {
         }
         ++st.work;
         const auto p = static_cast<std::size_t>(away_[next]);
+        movable_for_ = st.n; // r's packs may have changed since the last visit
         const auto r = static_cast<std::size_t>(st.pk[p].rank);
         const std::size_t h = st.src(p);
         if (r == h) {
@@ -119,6 +124,37 @@ class bring_home_phase {
           // may be k: then any level fits
           const auto highest =
               std::min<std::size_t>(st.k - 1, static_cast<std::size_t>(st.full_from(t)[p_level]));
+          const auto trade = [&](std::size_t q, std::size_t hq) {
+            const std::int64_t delta =
+                p_delta + (st.weight(hq, r) - st.weight(hq, t)) * st.pk[q].bytes;
+            if (delta >= 0 || (found && delta >= best.delta)) {
+              return;
+            }
+            const std::int64_t d = p_cost - st.pk[q].cost; // load moving from r to t
+            const bool loads_fit = st.load[t] + d <= st.limit && st.load[r] - d <= st.limit;
+            if (loads_fit) {
+              consider({q, 0, 0, delta});
+            } else if (t == h) { // compensation only for the trade that brings p home
+              compensate(st, t, r, p, q, d, delta, consider);
+            }
+          };
+          if (!by_level) {
+            // t's items in sequence, passing over those home (trading one away gains nothing
+            // in general) or of a level outside [lowest, highest] before reading any record.
+            const std::int32_t* t_items = &st.items[t * st.k];
+            const std::int32_t* t_homes = &st.item_home[t * st.k];
+            const std::int32_t* t_levels = &st.item_level[t * st.k];
+            st.work += static_cast<std::int64_t>(st.used[t] / 16 + 1);
+            for (std::size_t i = 0; i < st.used[t]; ++i) {
+              const auto hq = static_cast<std::size_t>(t_homes[i]);
+              const std::int32_t q_level = t_levels[i];
+              if (hq != t && q_level >= lowest && static_cast<std::size_t>(q_level) <= highest) {
+                ++st.work;
+                trade(static_cast<std::size_t>(t_items[i]), hq);
+              }
+            }
+            return;
+          }
           // The level rows are read in sequence, 16 to a cache line: counted as such.
           st.work +=
               static_cast<std::int64_t>(highest + 16 - static_cast<std::size_t>(lowest)) / 16;
@@ -127,21 +163,8 @@ class bring_home_phase {
               const auto q = static_cast<std::size_t>(next_q);
               next_q = st.next_at_level[q];
               ++st.work;
-              const std::size_t hq = st.src(q);
-              if (hq == t) {
-                continue; // home: trading it away gains nothing in general
-              }
-              const std::int64_t delta =
-                  p_delta + (st.weight(hq, r) - st.weight(hq, t)) * st.pk[q].bytes;
-              if (delta >= 0 || (found && delta >= best.delta)) {
-                continue;
-              }
-              const std::int64_t d = p_cost - st.pk[q].cost; // load moving from r to t
-              const bool loads_fit = st.load[t] + d <= st.limit && st.load[r] - d <= st.limit;
-              if (loads_fit) {
-                consider({q, 0, 0, delta});
-              } else if (t == h) { // compensation only for the trade that brings p home
-                compensate(st, t, r, p, q, d, delta, consider);
+              if (st.src(q) != t) {
+                trade(q, st.src(q));
               }
             }
           }
@@ -197,12 +220,44 @@ class bring_home_phase {
   // away from home (moving them again costs nothing in general) carrying e = cost(u) - cost(v)
   // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
   // at most its spread: the levels are tried widest first and only while their spread can reach
-  // the range, at most `compensation_pairs` pairs in all.
+  // the range, at most `compensation_pairs` pairs in all (with few levels, every item of t once).
   template <class Consider>
   void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
-                  std::int64_t d, std::int64_t delta, Consider&& consider) const {
+                  std::int64_t d, std::int64_t delta, Consider&& consider) {
     const std::int64_t e_lo = st.load[t] + d - st.limit;
     const std::int64_t e_hi = st.limit - st.load[r] + d;
+    if (by_spread_.empty() || e_lo > level_spread_[by_spread_[0]] ||
+        e_hi < -level_spread_[by_spread_[0]]) {
+      return; // no level's spread reaches the range
+    }
+    if (st.k <= scan_items_up_to) {
+      // Few levels: t's items in sequence, each u of a level whose spread reaches the range
+      // paired with r's away-from-home pack of its level (`movable_`, indexed once per p).
+      const std::int32_t* t_items = &st.items[t * st.k];
+      const std::int32_t* t_homes = &st.item_home[t * st.k];
+      const std::int32_t* t_levels = &st.item_level[t * st.k];
+      st.work += static_cast<std::int64_t>(st.used[t] / 16 + 1);
+      if (movable_for_ != p) {
+        index_movable(st, r, p);
+        movable_for_ = p;
+      }
+      for (std::size_t a = 0; a < st.used[t]; ++a) {
+        const auto l = static_cast<std::size_t>(t_levels[a]);
+        const auto u = static_cast<std::size_t>(t_items[a]);
+        if (u == q || static_cast<std::size_t>(t_homes[a]) == t || e_lo > level_spread_[l] ||
+            e_hi < -level_spread_[l] || movable_[l] < 0) {
+          continue;
+        }
+        ++st.work;
+        const auto v = static_cast<std::size_t>(movable_[l]);
+        const std::int64_t e = st.pk[u].cost - st.pk[v].cost;
+        if (e >= e_lo && e <= e_hi) {
+          consider(move{q, u, v, delta + st.swap_delta(u, t, v, r)});
+        }
+      }
+      return;
+    }
+    st.ensure_levels();
     std::int32_t pairs = compensation_pairs;
     for (const std::size_t l : by_spread_) {
       const std::int64_t spread = level_spread_[l];
@@ -232,9 +287,25 @@ class bring_home_phase {
     }
   }
 
+  // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1;
+  // read from the item arrays, no pack record. O(k).
+  void index_movable(const state& st, std::size_t r, std::size_t skip) {
+    movable_.assign(st.k, -1);
+    for (std::size_t i = 0; i < st.used[r]; ++i) {
+      const auto v = static_cast<std::size_t>(st.items[r * st.k + i]);
+      if (v != skip && static_cast<std::size_t>(st.item_home[r * st.k + i]) != r) {
+        movable_[static_cast<std::size_t>(st.item_level[r * st.k + i])] =
+            static_cast<std::int64_t>(v);
+      }
+    }
+  }
+
   static constexpr std::int32_t compensation_pairs = 64;
+  static constexpr std::size_t scan_items_up_to = 64; // levels; see run()
 
   std::vector<std::int64_t> level_spread_; // see run()
+  std::vector<std::int64_t> movable_;      // see index_movable()
+  std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
   std::vector<std::size_t> by_spread_;
   std::vector<std::int32_t> away_; // see list_away
   std::vector<char> away_mark_;

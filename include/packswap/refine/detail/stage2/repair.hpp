@@ -29,9 +29,9 @@ namespace packswap::detail::stage2 {
 /// chained attempts, two swaps in a chain (`chain_search`). Returns false, naming the rank, when
 /// no swap helps it, or when out of swaps or out of work (`state::out_of_work`).
 ///
-/// Complexity: O(n + dp k) to index the packs by rank and level. Per step, for p picks (at most
-/// 8 repair_picks) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k / 16 +
-/// k)) for the level tables with at most scan_limit levels of r per level of a partner, O(p
+/// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step, for p
+/// picks (at most 8 repair_picks) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k
+/// / 16 + k)) for the level tables with at most scan_limit levels of r per level of a partner, O(p
 /// (log n + scan_limit)) through the cost index, O(m k log(m k)) for a batch; a chain step
 /// O(c w (k + c w)) for c chain_picks and w chain_width. Up to 2n + 16 steps, and at most the
 /// work bound: the work counted (candidates weighed, packs read) stops the phase at the first
@@ -44,9 +44,7 @@ class repair_phase {
   // first, up to `tuning::chain_steps` times.
   bool run(state& st, const tuning& t, std::size_t& stuck) {
     tuning_ = t;
-    st.index_levels();
     steps_on_.assign(st.dp, 0);
-    st.work += static_cast<std::int64_t>(st.n + st.dp);
     const std::int64_t budget =
         static_cast<std::int64_t>(st.n) * tuning_.repair_swaps_per_pack + 16;
     std::int64_t swaps = 0;
@@ -216,6 +214,7 @@ class repair_phase {
     // that level and of the levels below it that the partner can take in its place (see
     // level_room); for a level repair, the most expensive pack the partner holds above the
     // crowded level (it overloads the partner least), for each pick.
+    st.ensure_levels(); // built once a repair needs them: many batches need no step
     level_table(st, r, mine_);
     for (const std::size_t s2 : scratch_ranks_) {
       level_table(st, s2, theirs_);

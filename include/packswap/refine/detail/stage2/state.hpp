@@ -326,6 +326,14 @@ struct state {
     levels_live = true;
   }
 
+  // The level lists, built now unless swap_packs() has kept them since they were.
+  void ensure_levels() {
+    if (!levels_live) {
+      index_levels();
+      work += static_cast<std::int64_t>(n + dp);
+    }
+  }
+
   void link(std::size_t p, std::size_t r) {
     std::int32_t& head = at_level[r * k + static_cast<std::size_t>(pk[p].level)];
     prev_at_level[p] = -1;
