@@ -41,16 +41,6 @@ struct row {
   double a_ratio, b_ratio, moved, moved_bytes, vs_kk, ms;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    out.push_back(item);
-  }
-  return out;
-}
-
 int run(int argc, char** argv) {
   const packswap::cli::options opt(argc, argv, {"workloads", "dp", "ga", "eps", "repeat", "seed"},
                                    {"json", "help"});
@@ -59,15 +49,12 @@ int run(int argc, char** argv) {
                  " [--repeat 5] [--seed 42] [--json]\n";
     return 0;
   }
-  const auto workloads = split(
-      opt.text("workloads",
-               "vlm-pretrain,captioning,high-res,synthetic:vlm,synthetic:ties,synthetic:uniform"));
+  const auto workloads =
+      opt.texts("workloads",
+                "vlm-pretrain,captioning,high-res,synthetic:vlm,synthetic:ties,synthetic:uniform");
   const auto dps = opt.integers("dp", {64, 256, 1024}, 1, 1 << 20);
   const auto ga = static_cast<std::int32_t>(opt.integer("ga", 16, 1, 1 << 16));
-  std::vector<double> eps;
-  for (const auto& e : split(opt.text("eps", "0,0.01"))) {
-    eps.push_back(std::stod(e));
-  }
+  const auto eps = opt.reals("eps", "0,0.01", 0, 1);
   const auto repeat = static_cast<int>(opt.integer("repeat", 5, 1, 1000));
   const auto seed = static_cast<std::uint64_t>(opt.integer("seed", 42, 0, INT64_MAX));
   const bool json = opt.flag("json");

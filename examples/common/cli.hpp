@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iomanip>
+#include <iostream>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -100,6 +101,38 @@ class options {
     return v;
   }
 
+  /// A comma-separated list of words.
+  std::vector<std::string> texts(const std::string& name, const std::string& fallback) const {
+    std::vector<std::string> out;
+    std::stringstream ss(text(name, fallback));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      out.push_back(item);
+    }
+    if (out.empty()) {
+      throw usage_error("--" + name + " is empty");
+    }
+    return out;
+  }
+
+  /// A comma-separated list of numbers, each in [min, max].
+  std::vector<double> reals(const std::string& name, const std::string& fallback, double min,
+                            double max) const {
+    std::vector<double> out;
+    for (const auto& item : texts(name, fallback)) {
+      char* end = nullptr;
+      const double v = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0' || !std::isfinite(v) || v < min || v > max) {
+        std::ostringstream os;
+        os << "--" << name << " has '" << item << "', expected numbers in [" << min << ", " << max
+           << "]";
+        throw usage_error(os.str());
+      }
+      out.push_back(v);
+    }
+    return out;
+  }
+
   /// A comma-separated list of integers, each in [min, max].
   std::vector<std::int64_t> integers(const std::string& name, std::vector<std::int64_t> fallback,
                                      std::int64_t min, std::int64_t max) const {
@@ -139,6 +172,21 @@ class options {
   std::map<std::string, std::string> values_;
   std::map<std::string, bool> flags_;
 };
+
+/// A tool's `main`: `run(argc, argv)`, with a usage error reported as `tool: message` and the
+/// usage text (exit status 2), any other error as `tool: message` (exit status 1).
+inline int guarded_main(const char* tool, const char* usage, int (*run)(int, char**), int argc,
+                        char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const usage_error& e) {
+    std::cerr << tool << ": " << e.what() << "\n" << usage;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << tool << ": " << e.what() << "\n";
+    return 1;
+  }
+}
 
 /// A JSON string literal, escaped.
 inline std::string quote(const std::string& s) {

@@ -77,13 +77,5 @@ int run(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const packswap::cli::usage_error& e) {
-    std::cerr << "packswap-plan: " << e.what() << "\n" << usage;
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "packswap-plan: " << e.what() << "\n";
-    return 1;
-  }
+  return packswap::cli::guarded_main("packswap-plan", usage, run, argc, argv);
 }

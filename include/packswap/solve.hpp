@@ -38,6 +38,13 @@ struct solution {
   movement_metrics movement;  ///< moved packs and bytes of `cells`
   std::int64_t stage1_a = 0;  ///< A after stage 1
   std::int64_t stage1_b = 0;  ///< B after stage 1
+  /// Work of stage 2's searches: swap candidates weighed and pack records read (0 with a custom
+  /// refiner or mbs > 1). A count, never a clock, so every rank gets the same plan.
+  std::int64_t stage2_work = 0;
+  /// Whether stage 2's search stopped at its deterministic work bound (32 per pack plus 2^19).
+  /// Then stage 2 answers with stage 1's ranks renamed and packs brought home within stage 1's
+  /// balance: A and B as stage 1's, so A == LB_A (mbs = 1) and B <= (1 + eps) B_KK still hold.
+  bool stage2_bounded = false;
 };
 
 namespace detail {
@@ -97,10 +104,14 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
   profile_loads(costs, a, s, ws.loads, ws.table);
   out.stage1_a = ws.loads.a();
   out.stage1_b = ws.loads.b();
+  out.stage2_work = 0;
+  out.stage2_bounded = false;
   if (opt.refine) {
     const refine_options ropt{opt.mode, opt.eps, opt.topology};
     if constexpr (std::is_same_v<Refiner, refiner>) {
       refine_sorted(packs, order, s, a, ws.loads, ropt, ws.refine);
+      out.stage2_work = ws.refine.work;
+      out.stage2_bounded = ws.refine.bounded;
       if (transient) {
         ws.refine = {};
       }

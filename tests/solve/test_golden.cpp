@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "batches.hpp"
+#include "stress.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,20 @@ const golden table[] = {
 #include "golden_table.inc"
 };
 
+// Stress batches (tests/support/stress.hpp, seed 7), the first four of which stop stage 2 at its
+// work bound (`bounded`): the answer past the bound must be as deterministic as any other.
+struct golden_stress {
+  shape s;
+  test::stress::dist d;
+  double eps;
+  bool bounded;
+  std::uint64_t digest;
+};
+
+const golden_stress stress_table[] = {
+#include "golden_stress_table.inc"
+};
+
 } // namespace
 
 TEST_CASE("fixed batches give the same assignment, bit for bit, on every build") {
@@ -47,6 +62,27 @@ TEST_CASE("fixed batches give the same assignment, bit for bit, on every build")
     }
     INFO("dp=" << g.s.dp << " ga=" << g.s.ga << " mbs=" << g.s.mbs
                << " mix=" << std::string(test::name(g.m)) << " eps=" << g.eps);
+    CHECK(d == g.digest);
+  }
+}
+
+TEST_CASE("stress batches, the work bound hit or not, give the same assignment on every build") {
+  const bool print = std::getenv("PACKSWAP_PRINT_GOLDEN") != nullptr;
+  for (const auto& g : stress_table) {
+    const auto packs = test::stress::batch(g.s, g.d, 7);
+    solve_options opt;
+    opt.eps = g.eps;
+    const auto sol = solve(packs, g.s, opt);
+    const auto d = digest(sol.cells);
+    if (print) {
+      std::printf("{{%d, %d, %d}, test::stress::dist::%s, %g, %s, 0x%016llxULL},\n", g.s.dp, g.s.ga,
+                  g.s.mbs, test::stress::name(g.d), g.eps, sol.stage2_bounded ? "true" : "false",
+                  static_cast<unsigned long long>(d));
+      continue;
+    }
+    INFO("dp=" << g.s.dp << " ga=" << g.s.ga << " dist=" << std::string(test::stress::name(g.d))
+               << " eps=" << g.eps);
+    CHECK(sol.stage2_bounded == g.bounded);
     CHECK(d == g.digest);
   }
 }

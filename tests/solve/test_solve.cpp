@@ -155,6 +155,8 @@ void check_same(const solution& got, const solution& want) {
   CHECK(got.movement.max_peers == want.movement.max_peers);
   CHECK(got.stage1_a == want.stage1_a);
   CHECK(got.stage1_b == want.stage1_b);
+  CHECK(got.stage2_work == want.stage2_work);
+  CHECK(got.stage2_bounded == want.stage2_bounded);
 }
 
 } // namespace

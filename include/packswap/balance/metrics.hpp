@@ -104,22 +104,56 @@ inline void profile_loads(span<const std::int64_t> costs, const assignment& a, c
 
 } // namespace detail
 
-/// LB_A: costs sorted descending, cut into `ga` groups of `dp * mbs`, the groups' maxima summed
-/// (the optimum of A when mbs = 1); for mbs > 1 also at least ceil(total / dp). `sorted_desc`
-/// must hold all costs in descending order.
+namespace detail {
+
+// LB_A from the costs in descending order, `at(i)` the i-th largest, and their total. With G =
+// dp * mbs and c_i the i-th largest cost, P(i) the sum of the i largest:
+//
+//   LB_A = max over t in [0, ga] of  c_0 + c_G + ... + c_(t-1)G  +  ceil((total - P(tG)) / dp).
+//
+// Valid for any assignment: order the micro-steps by their largest pack; the j-th of them holds
+// a pack of at least c_jG (the jG + 1 largest packs cannot fit in j micro-steps), and its
+// slowest cell is at least that pack. Every other micro-step's slowest cell is at least its
+// cells' mean, its total over dp; the t micro-steps taken by their largest pack hold at most tG
+// packs, at most P(tG), so the others hold at least total - P(tG). A is an integer, hence the
+// ceiling. t = ga gives the sum of the sorted chunks' maxima, the optimum when mbs = 1; t = 0
+// gives ceil(total / dp). O(n).
+template <class At>
+std::int64_t lower_bound_a(std::size_t n, At at, const shape& s, std::int64_t total) {
+  const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
+  const auto dp = static_cast<std::int64_t>(s.dp);
+  std::int64_t maxima = 0;
+  std::int64_t prefix = 0;
+  std::int64_t best = (total + dp - 1) / dp;
+  for (std::size_t first = 0; first < n; first += group) {
+    maxima += at(first);
+    for (std::size_t i = first; i < std::min(n, first + group); ++i) {
+      prefix += at(i);
+    }
+    if (s.mbs == 1 && first + group < n) {
+      continue; // only t = ga can win: each chunk's largest is at least its mean
+    }
+    best = std::max(best, maxima + (total - prefix + dp - 1) / dp);
+  }
+  return best;
+}
+
+} // namespace detail
+
+/// LB_A, a lower bound on A over all assignments: with G = dp * mbs and the costs sorted
+/// descending (c_0 >= c_1 >= ...), the largest over t in [0, ga] of c_0 + c_G + ... + c_(t-1)G
+/// plus ceil((the total of all but the tG largest) / dp). For mbs = 1 that is the sum of the
+/// maxima of the sorted chunks of dp, the optimum of A; for mbs > 1 it is at least both the sum
+/// of the chunks' maxima and ceil(total / dp). `sorted_desc` must hold all costs in descending
+/// order.
 [[nodiscard]] inline std::int64_t lower_bound_a_sorted(span<const std::int64_t> sorted_desc,
                                                        const shape& s) {
-  std::int64_t sum_of_maxima = 0;
   std::int64_t total = 0;
-  const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
-  for (std::size_t i = 0; i < sorted_desc.size(); i += group) {
-    sum_of_maxima += sorted_desc[i];
-  }
   for (const auto c : sorted_desc) {
     total += c;
   }
-  const std::int64_t avg = (total + s.dp - 1) / s.dp;
-  return s.mbs == 1 ? sum_of_maxima : std::max(sum_of_maxima, avg);
+  return detail::lower_bound_a(
+      sorted_desc.size(), [&](std::size_t i) { return sorted_desc[i]; }, s, total);
 }
 
 /// LB_B: max(ceil(total / dp), the lightest possible cell holding the largest pack, that is the
@@ -143,18 +177,23 @@ namespace detail {
 // LB_A and LB_B from `order` (pack ids by cost descending); no validation.
 inline void lower_bounds(span<const std::int64_t> costs, span<const std::int32_t> order,
                          const shape& s, balance_metrics& m) {
-  // The maxima are the heads of the sorted chunks; the total needs no order.
-  std::int64_t sum_of_maxima = 0;
+  // The total needs no order; for mbs = 1 the maxima are the heads of the sorted chunks.
   std::int64_t total = 0;
-  const std::size_t group = static_cast<std::size_t>(s.dp) * static_cast<std::size_t>(s.mbs);
-  for (std::size_t i = 0; i < order.size(); i += group) {
-    sum_of_maxima += costs[static_cast<std::size_t>(order[i])];
-  }
   for (const auto c : costs) {
     total += c;
   }
   const std::int64_t avg = (total + s.dp - 1) / s.dp;
-  m.lb_a = s.mbs == 1 ? sum_of_maxima : std::max(sum_of_maxima, avg);
+  if (s.mbs == 1) {
+    std::int64_t sum_of_maxima = 0;
+    for (std::size_t i = 0; i < order.size(); i += static_cast<std::size_t>(s.dp)) {
+      sum_of_maxima += costs[static_cast<std::size_t>(order[i])];
+    }
+    m.lb_a = sum_of_maxima;
+  } else {
+    m.lb_a = lower_bound_a(
+        order.size(), [&](std::size_t i) { return costs[static_cast<std::size_t>(order[i])]; }, s,
+        total);
+  }
   std::int64_t biggest_cell = order.empty() ? 0 : costs[static_cast<std::size_t>(order[0])];
   for (std::int32_t k = 1; k < s.mbs; ++k) {
     biggest_cell +=

@@ -76,11 +76,33 @@ inline bool stage2_fits(std::int64_t total_cost, const shape& s, std::int64_t to
          total_bytes <= most / 4 / topo.inter_node_weight();
 }
 
-// Working memory of stage 2, kept by callers that refine every step.
+// Work the searches of stage 2 may do: per pack of the batch, plus a constant that lets small
+// batches run the chained repairs their hardest cases need (see `refine_sorted`). Per unit of
+// work, time grows with the batch (its records leave the caches), so the share per pack is
+// small: normal batches use 2-25 per pack.
+inline constexpr std::int64_t stage2_work_per_pack = 32;
+inline constexpr std::int64_t stage2_work_constant = std::int64_t{1} << 19;
+// Work the fallback's bring-home may do, on top.
+inline constexpr std::int64_t fallback_work_per_pack = 8;
+inline constexpr std::int64_t fallback_work_constant = std::int64_t{1} << 16;
+
+// The most work stage 2's searches do for n packs in ga micro-steps: the search's bound and the
+// fallback's allowance (each with a constant for small batches), plus what the step under way
+// at each check may add (the level tables of the roomiest ranks, O(ga), and a bounded number of
+// candidates). O(n), as ga <= n.
+constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga) {
+  return (stage2_work_per_pack + fallback_work_per_pack) * n + stage2_work_constant +
+         fallback_work_constant + 16 * ga + 16384;
+}
+
+// Working memory of stage 2, kept by callers that refine every step; after each refine_sorted,
+// the work its searches did and whether they stopped at the bound.
 struct refine_scratch {
   home_first engine;
   std::vector<std::int64_t> caps;
   std::vector<std::size_t> used;
+  std::int64_t work = 0;
+  bool bounded = false;
 };
 
 // Stage 2 given `order` (pack ids by cost descending) and stage 1's load profile, into `a`,
@@ -88,6 +110,8 @@ struct refine_scratch {
 inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> order,
                           const shape& s, assignment& a, const load_profile& stage1_loads,
                           const refine_options& opt, refine_scratch& ws) {
+  ws.work = 0;
+  ws.bounded = false;
   const std::int64_t ppm = eps_ppm(opt.eps);
   const std::int64_t limit = relax(stage1_loads.b(), ppm);
   // Micro-step maxima of stage 1: keeping every cell under its micro-step's cap keeps A (in
@@ -120,21 +144,26 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   std::sort(caps.begin(), caps.end(), std::greater<>());
   home_first& engine = ws.engine;
   engine.prepare(packs, s, opt.topology, caps, limit, order);
+  // The work bound: deterministic (every rank stops at the same point, whatever its speed),
+  // proportional to the pack count. Past it no attempt starts and the answer is the fallback
+  // below, which keeps stage 1's balance.
+  const auto n = static_cast<std::int64_t>(packs.size());
+  engine.limit_work(stage2_work_per_pack * n + stage2_work_constant);
   home_first::tuning wide;
-  home_first::tuning narrow;
-  narrow.band_low_permille = 350;
-  narrow.band_high_permille = 650;
-  // Where both fail (a limit so tight that single swaps cannot reach it, as at eps = 0 on some
-  // batches), both again with a repair that may also chain two swaps: a wider search, so only
-  // then (either band alone still fails on some batches).
+  // Where the wide pinning band fails (a limit so tight that single swaps cannot reach it, as
+  // at eps = 0 on some batches), again with a repair that may also chain two swaps (a wider
+  // search, so only then), and with a narrow band (either alone still fails on some batches).
   home_first::tuning wide_chained = wide;
   wide_chained.chains = true;
-  home_first::tuning narrow_chained = narrow;
-  narrow_chained.chains = true;
+  home_first::tuning narrow_chained = wide_chained;
+  narrow_chained.band_low_permille = 350;
+  narrow_chained.band_high_permille = 650;
   // Stage 1 as it stands is always a valid answer: stage 2 must move fewer weighted bytes.
   const std::int64_t stage1_bytes = opt.topology.weighted(stage1.intra, stage1.inter);
-  for (const auto& t : {wide, narrow, wide_chained, narrow_chained}) {
+  for (const auto& t : {wide, wide_chained, narrow_chained}) {
     if (engine.run(t)) {
+      ws.work = engine.work();
+      ws.bounded = engine.out_of_work();
       if (engine.weighted_moved() < stage1_bytes) {
         engine.cells(a, ws.used);
         return;
@@ -142,8 +171,16 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
       break;
     }
   }
-  // Only when the search fails: rename stage 1's ranks, keeping its balance exactly.
+  // Only when the search fails (or runs out of work): stage 1 with its ranks renamed to keep
+  // the most bytes home, which keeps its balance exactly, then brought home by trades that keep
+  // it (within a work allowance of its own).
+  ws.bounded = engine.out_of_work();
   a = relabel_ranks(packs, s, std::move(a), opt.topology);
+  engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
+  engine.settle(a, 2);
+  engine.cells(a, ws.used);
+  ws.work = engine.work();
+  ws.bounded = ws.bounded || engine.out_of_work();
 }
 
 // Stage 2 given `order` and stage 1's load profile, allocating its result and working memory.
@@ -163,19 +200,23 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// For mbs = 1 it runs the home-first search (`detail::home_first`): A stays within stage 1's
 /// micro-step maxima (so A == LB_A stays exact in `per_micro_step` mode), B within
 /// (1 + eps) * stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps.
-/// Should that search fail to meet the limits (it tries a second pinning band, then both bands
-/// with a repair that may also chain two swaps, first), or move more than stage 1, the answer is
-/// stage 1 with its ranks renamed to keep the most bytes home (`relabel_ranks`), which never
-/// moves more than stage 1. For mbs > 1 it is that renaming followed by swaps that bring packs
-/// home while every cell stays within its micro-step's stage-1 maximum and every rank within the
-/// B limit. The search and the swaps add costs and weighted bytes in int64: for batches whose
-/// total cost exceeds int64 max / (2 (ga + 2)) or whose byte total exceeds int64 max / (4 *
-/// inter-node weight) they stand down, and the answer is the renaming alone.
+/// Its searches count their work and stop at a bound proportional to the pack count
+/// (`detail::stage2_work_per_pack` per pack, plus a constant), so its time is bounded on any
+/// input and every rank stops at the same point. Should the search fail to meet the limits (it
+/// tries the wide band, then the wide and a narrow band with a repair that may also chain two
+/// swaps), run out of work, or move more than stage 1, the answer is stage 1 with its ranks
+/// renamed to keep the most bytes home (`relabel_ranks`), then packs brought home by trades
+/// within its balance, which never moves more than stage 1. For mbs > 1 it is that renaming
+/// followed by swaps that bring packs home while every cell stays within its micro-step's
+/// stage-1 maximum and every rank within the B limit. The search and the swaps add costs and
+/// weighted bytes in int64: for batches whose total cost exceeds int64 max / (2 (ga + 2)) or
+/// whose byte total exceeds int64 max / (4 * inter-node weight) they stand down, and the answer
+/// is the renaming alone.
 class refiner {
  public:
   /// The stage-2 assignment for `packs` given stage 1's `stage1`; validates its inputs.
-  assignment operator()(span<const pack_meta> packs, const shape& s, const assignment& stage1,
-                        const refine_options& opt) const {
+  [[nodiscard]] assignment operator()(span<const pack_meta> packs, const shape& s,
+                                      const assignment& stage1, const refine_options& opt) const {
     validate_batch(packs, s);
     validate_assignment(stage1, s);
     opt.topology.validate_for(s.dp);
@@ -218,8 +259,9 @@ concept refiner_like = is_refiner_v<P>;
 /// Stage 2 with policy `P` (default: `refiner`): among assignments as balanced as `stage1`
 /// (within `opt.eps`), one that moves fewer weighted bytes.
 template <class P = refiner>
-assignment refine(span<const pack_meta> packs, const shape& s, const assignment& stage1,
-                  const refine_options& opt = {}, const P& policy = P{}) {
+[[nodiscard]] assignment refine(span<const pack_meta> packs, const shape& s,
+                                const assignment& stage1, const refine_options& opt = {},
+                                const P& policy = P{}) {
   static_assert(is_refiner_v<P>, "P must be callable as assignment(span<const pack_meta>, "
                                  "const shape&, const assignment&, const refine_options&)");
   return policy(packs, s, stage1, opt);

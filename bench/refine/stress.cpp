@@ -1,0 +1,486 @@
+// The solver's worst case: the full solve on the stress set (tests/support/stress.hpp) and the
+// existing workloads, over shapes dp x ga at a fixed pack count, printing per shape and
+// distribution the WORST over seeds and eps of every figure.
+//
+//   packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024] [--small-dp 1,2,4,8]
+//       [--large 262144,1048576|none] [--mbs 2,4|none] [--shapes DPxGA[xMBS],...]
+//       [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3] [--first-seed 1] [--repeat 3]
+//       [--json FILE] [--smoke]
+//
+// Sections: (1) `--packs` packs as dp x ga for every ga of `--ga`, and dp x 1,024 for every dp
+// of `--small-dp`; (2) each pack count of `--large` at ga 16, 64 and 256 (ga 16 alone above
+// 262,144 packs); (3) `--packs` packs in cells of every mbs of `--mbs`, at ga 4, 16 and 64.
+// `--shapes` replaces them all with its own list. `--dists`: stress distributions (lognormal,
+// pareto, bimodal, ties, multiples, near_equal, heavy_rank, bytes_tied, bytes_near), workload
+// presets (vlm-pretrain, captioning, high-res; not above 262,144 packs) and the tests' mixes as
+// synthetic:<mix>, or `all` (the stress distributions and the presets). Every batch is solved
+// `--repeat` times through `packswap::solve` as the CLI calls it (every rank's plan, peers
+// counted), single-threaded; its time is the median. The reference is the benchmark's batch
+// (vlm-pretrain, dp 1,024 x ga 16, seed 42, as bench/balance/solve.cpp), solved between the
+// cells of the same run: its median over the run divides every time ("x ref").
+//
+// Columns: worst solve ms, x ref; A / LB_A; for mbs > 1, A over the former bound max(sum of the
+// sorted chunks' maxima, ceil(total / dp)); B / B_KK at eps = 0 (B_KK: stage 1's
+// Karmarkar–Karp B; any B above (1 + eps) B_KK is flagged); moved bytes / Karmarkar–Karp's (the
+// kk-per-step baseline of side_by_side) at each eps; "LB mv", for mbs = 1, a lower bound on
+// moved bytes / Karmarkar–Karp's that every assignment with A = LB_A obeys (see
+// moved_lower_bound); and the batches whose search stopped at the work bound. `--smoke` runs a
+// tiny grid (the ctest smoke run); `--json FILE` also writes one record per batch (every seed
+// and eps) to FILE.
+#include "../../examples/common/cli.hpp"
+
+#include <packswap/refine/detail/stage2/pin.hpp>
+#include <packswap/solve.hpp>
+#include <packswap/version.hpp>
+
+#include "baselines.hpp"
+#include "stress.hpp"
+#include "workloads.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using packswap::pack_meta;
+using packswap::shape;
+namespace stress = packswap::test::stress;
+
+const char* const presets[] = {"vlm-pretrain", "captioning", "high-res"};
+
+bool is_preset(const std::string& name) {
+  return std::find(std::begin(presets), std::end(presets), name) != std::end(presets);
+}
+
+bool is_synthetic(const std::string& name) {
+  const std::string prefix = "synthetic:";
+  if (name.rfind(prefix, 0) != 0) {
+    return false;
+  }
+  for (const auto m : packswap::test::all_mixes) {
+    if (name.substr(prefix.size()) == packswap::test::name(m)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<pack_meta> make_batch(const std::string& dist, const shape& s, std::uint64_t seed) {
+  stress::dist d{};
+  if (stress::parse(dist, d)) {
+    return stress::batch(s, d, seed);
+  }
+  return packswap::bench::named_batch(dist, s, seed);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+// A lower bound on the bytes any assignment with A = LB_A moves (mbs = 1): with the micro-step
+// caps c_0, c_dp, c_2dp, ... (the sorted chunks' maxima) and level(p) the last j with cap j >=
+// cost(p), a rank's i-th largest pack must cost at most cap i, so it holds at most j + 1 packs
+// of level <= j, for every j (the constraint stage 2 keeps, and one A = LB_A forces). The own
+// packs a rank can keep under it form a laminar matroid: taken greedily by bytes, they are the
+// most it can keep, whatever the other ranks do. O(n log n).
+std::int64_t moved_lower_bound(const std::vector<pack_meta>& packs, const shape& s) {
+  const auto n = packs.size();
+  const auto dp = static_cast<std::size_t>(s.dp);
+  const auto k = static_cast<std::size_t>(s.ga);
+  std::vector<std::int64_t> sorted(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    sorted[p] = packs[p].cost;
+  }
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  std::vector<std::int64_t> caps(k);
+  for (std::size_t j = 0; j < k; ++j) {
+    caps[j] = sorted[j * dp];
+  }
+  // Own packs of each rank, bytes descending.
+  std::vector<std::vector<std::size_t>> own(dp);
+  for (std::size_t p = 0; p < n; ++p) {
+    own[static_cast<std::size_t>(packs[p].source_rank)].push_back(p);
+  }
+  std::int64_t moved = 0;
+  std::vector<std::int64_t> room(k);
+  packswap::detail::stage2::min_add_tree tree;
+  for (auto& mine : own) {
+    std::stable_sort(mine.begin(), mine.end(),
+                     [&](std::size_t a, std::size_t b) { return packs[a].bytes > packs[b].bytes; });
+    for (std::size_t j = 0; j < k; ++j) {
+      room[j] = static_cast<std::int64_t>(j) + 1; // j + 1 - (kept packs of level <= j)
+    }
+    tree.assign(room.data(), k);
+    for (const auto p : mine) {
+      // The last j with caps[j] >= cost (caps are non-increasing).
+      const auto level = static_cast<std::size_t>(
+          std::upper_bound(caps.begin(), caps.end(), packs[p].cost, std::greater<>()) -
+          caps.begin() - 1);
+      if (tree.min(level, k) >= 1) {
+        tree.add(level, k, -1);
+      } else {
+        moved += packs[p].bytes;
+      }
+    }
+  }
+  return moved;
+}
+
+struct record {
+  std::string section, dist;
+  shape s;
+  double eps;
+  std::uint64_t seed;
+  double ms;
+  double a_ratio;     // A / LB_A
+  double a_ratio_old; // A / max(sum of chunk maxima, ceil(total / dp))
+  double b_kk;        // B / B_KK
+  double b_limit;     // B / relax(B_KK, eps): at most 1 when the limit holds
+  double moved_kk;    // moved bytes / Karmarkar–Karp's
+  double lb_kk;       // the lower bound on moved bytes / Karmarkar–Karp's (mbs = 1), else -1
+  bool bound_hit;     // the search stopped at its work bound
+};
+
+double timed_solve(const std::vector<pack_meta>& packs, const shape& s,
+                   const packswap::solve_options& opt, packswap::solution& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  out = packswap::solve(packs, s, opt);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double ratio(double x, double of) {
+  return of == 0 ? (x == 0 ? 1.0 : 0.0) : x / of;
+}
+
+// Bytes moved over Karmarkar–Karp's: 0 where neither moves any (dp = 1).
+double bytes_ratio(double x, double of) {
+  return of == 0 ? (x == 0 ? 0.0 : 1.0) : x / of;
+}
+
+// The former LB_A: max(sum of the sorted chunks' maxima, ceil(total / dp)).
+std::int64_t former_lb_a(const std::vector<pack_meta>& packs, const shape& s) {
+  std::vector<std::int64_t> sorted(packs.size());
+  std::int64_t total = 0;
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    sorted[p] = packs[p].cost;
+    total += packs[p].cost;
+  }
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  std::int64_t maxima = 0;
+  for (std::size_t i = 0; i < sorted.size(); i += static_cast<std::size_t>(s.dp * s.mbs)) {
+    maxima += sorted[i];
+  }
+  return std::max(maxima, (total + s.dp - 1) / s.dp);
+}
+
+std::string shape_name(const shape& s) {
+  return std::to_string(s.dp) + "x" + std::to_string(s.ga) +
+         (s.mbs == 1 ? "" : "x" + std::to_string(s.mbs));
+}
+
+constexpr const char* usage =
+    "usage: packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024]\n"
+    "    [--small-dp 1,2,4,8] [--large 262144,1048576|none] [--mbs 2,4|none]\n"
+    "    [--shapes DPxGA[xMBS],...] [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3]\n"
+    "    [--first-seed 1] [--repeat 3] [--json FILE] [--smoke]\n";
+
+struct section {
+  std::string name;
+  std::vector<shape> shapes;
+};
+
+shape parse_shape(const std::string& text) {
+  std::vector<std::int64_t> parts;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto x = text.find('x', at);
+    const auto piece = text.substr(at, x == std::string::npos ? std::string::npos : x - at);
+    char* end = nullptr;
+    const long long v = std::strtoll(piece.c_str(), &end, 10);
+    if (piece.empty() || *end != '\0' || v < 1 || v > (1LL << 26)) {
+      throw packswap::cli::usage_error("--shapes has '" + text + "', expected DPxGA or DPxGAxMBS");
+    }
+    parts.push_back(v);
+    if (x == std::string::npos) {
+      break;
+    }
+    at = x + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) {
+    throw packswap::cli::usage_error("--shapes has '" + text + "', expected DPxGA or DPxGAxMBS");
+  }
+  return {static_cast<std::int32_t>(parts[0]), static_cast<std::int32_t>(parts[1]),
+          static_cast<std::int32_t>(parts.size() == 3 ? parts[2] : 1)};
+}
+
+std::vector<section> sections_of(const packswap::cli::options& opt, bool smoke) {
+  std::vector<section> sections;
+  if (opt.has("shapes")) {
+    section own{"shapes", {}};
+    for (const auto& t : opt.texts("shapes", "")) {
+      own.shapes.push_back(parse_shape(t));
+    }
+    sections.push_back(own);
+    return sections;
+  }
+  const auto packs_n = opt.integer("packs", smoke ? 1024 : 16384, 1, 1 << 26);
+  const auto gas = opt.integers("ga",
+                                smoke ? std::vector<std::int64_t>{1, 16, 256}
+                                      : std::vector<std::int64_t>{1, 4, 16, 64, 256, 1024},
+                                1, 1 << 20);
+  const auto small_dp = opt.integers(
+      "small-dp", smoke ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{1, 2, 4, 8}, 0,
+      1 << 20);
+  section main{std::to_string(packs_n) + " packs", {}};
+  for (const auto ga : gas) {
+    if (packs_n % ga == 0) {
+      main.shapes.push_back(
+          {static_cast<std::int32_t>(packs_n / ga), static_cast<std::int32_t>(ga), 1});
+    }
+  }
+  for (const auto dp : small_dp) {
+    if (dp > 0) {
+      main.shapes.push_back({static_cast<std::int32_t>(dp), 1024, 1});
+    }
+  }
+  sections.push_back(main);
+  if (opt.text("large", smoke ? "none" : "") != "none") {
+    for (const auto n : opt.integers("large", {262144, 1048576}, 16, 1 << 26)) {
+      section sec{std::to_string(n) + " packs", {}};
+      for (const std::int64_t ga : {16, 64, 256}) {
+        if (n % ga == 0 && (ga == 16 || n <= 262144)) {
+          sec.shapes.push_back(
+              {static_cast<std::int32_t>(n / ga), static_cast<std::int32_t>(ga), 1});
+        }
+      }
+      sections.push_back(sec);
+    }
+  }
+  if (opt.text("mbs", smoke ? "none" : "") != "none") {
+    section cells{std::to_string(packs_n) + " packs in cells of several", {}};
+    for (const auto mbs : opt.integers("mbs", {2, 4}, 2, 1 << 10)) {
+      for (const std::int64_t ga : {4, 16, 64}) {
+        if (packs_n % (ga * mbs) == 0) {
+          cells.shapes.push_back({static_cast<std::int32_t>(packs_n / (ga * mbs)),
+                                  static_cast<std::int32_t>(ga), static_cast<std::int32_t>(mbs)});
+        }
+      }
+    }
+    sections.push_back(cells);
+  }
+  return sections;
+}
+
+int run(int argc, char** argv) {
+  const packswap::cli::options opt(argc, argv,
+                                   {"packs", "ga", "small-dp", "large", "mbs", "shapes", "dists",
+                                    "eps", "seeds", "first-seed", "repeat", "json"},
+                                   {"smoke", "help"});
+  if (opt.flag("help")) {
+    std::cout << usage;
+    return 0;
+  }
+  const bool smoke = opt.flag("smoke");
+  const std::string json = opt.text("json", "");
+  const auto sections = sections_of(opt, smoke);
+  std::vector<std::string> dists;
+  if (opt.text("dists", "all") == "all") {
+    for (const auto d : stress::all_dists) {
+      dists.emplace_back(stress::name(d));
+    }
+    if (!smoke) {
+      dists.insert(dists.end(), std::begin(presets), std::end(presets));
+    }
+  } else {
+    dists = opt.texts("dists", "all");
+    for (const auto& d : dists) {
+      stress::dist parsed{};
+      if (!stress::parse(d, parsed) && !is_preset(d) && !is_synthetic(d)) {
+        throw packswap::cli::usage_error("--dists has '" + d + "', not a distribution");
+      }
+    }
+  }
+  const auto eps_text = opt.text("eps", smoke ? "0,0.01" : "0,0.001,0.01");
+  const auto eps_list = opt.reals("eps", eps_text, 0, 1);
+  const auto seeds = opt.integer("seeds", smoke ? 1 : 3, 1, 100000);
+  const auto first_seed = opt.integer("first-seed", 1, 0, INT64_MAX / 2);
+  const auto repeat = static_cast<int>(opt.integer("repeat", smoke ? 1 : 3, 1, 1000));
+
+  // The reference batch, solved between cells.
+  const shape ref_shape = smoke ? shape{64, 16, 1} : shape{1024, 16, 1};
+  const auto ref_batch = packswap::bench::preset_batch("vlm-pretrain", ref_shape, 42);
+  std::vector<double> ref_ms;
+  packswap::solution sol;
+  const auto reference = [&](int times) {
+    for (int i = 0; i < times; ++i) {
+      ref_ms.push_back(timed_solve(ref_batch, ref_shape, {}, sol));
+    }
+  };
+  reference(5);
+
+  std::vector<record> records;
+  for (const auto& sec : sections) {
+    for (const auto& dist : dists) {
+      for (const auto& s : sec.shapes) {
+        if (is_preset(dist) && s.packs() > 262144) {
+          continue;
+        }
+        for (std::int64_t seed = first_seed; seed < first_seed + seeds; ++seed) {
+          const auto packs = make_batch(dist, s, static_cast<std::uint64_t>(seed));
+          const auto kk = packswap::bench::karmarkar_karp_per_step(packs, s);
+          const auto kk_bytes =
+              static_cast<double>(packswap::measure_movement(packs, kk, s).moved_bytes);
+          const double lb_kk =
+              s.mbs == 1 ? bytes_ratio(static_cast<double>(moved_lower_bound(packs, s)), kk_bytes)
+                         : -1;
+          const auto old_lb = static_cast<double>(former_lb_a(packs, s));
+          for (const double e : eps_list) {
+            packswap::solve_options so;
+            so.eps = e;
+            std::vector<double> times;
+            for (int r = 0; r < repeat; ++r) {
+              times.push_back(timed_solve(packs, s, so, sol));
+              if (times.back() > 1000.0) {
+                break; // a second is enough to know
+              }
+            }
+            const auto& b = sol.balance;
+            const std::int64_t limit =
+                packswap::detail::relax(sol.stage1_b, packswap::detail::eps_ppm(e));
+            records.push_back({sec.name, dist, s, e, static_cast<std::uint64_t>(seed),
+                               median(times),
+                               ratio(static_cast<double>(b.a), static_cast<double>(b.lb_a)),
+                               ratio(static_cast<double>(b.a), old_lb),
+                               ratio(static_cast<double>(b.b), static_cast<double>(sol.stage1_b)),
+                               ratio(static_cast<double>(b.b), static_cast<double>(limit)),
+                               bytes_ratio(static_cast<double>(sol.movement.moved_bytes), kk_bytes),
+                               lb_kk, sol.stage2_bounded});
+          }
+        }
+        reference(1);
+      }
+    }
+  }
+  const double ref = median(ref_ms);
+
+  if (!json.empty()) {
+    std::ofstream out(json);
+    out << "{\"cpu\": " << packswap::cli::quote(cpu_model())
+        << ", \"reference_ms\": " << packswap::cli::number(ref) << ", \"batches\": [";
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const auto& r = records[i];
+      out << (i == 0 ? "\n  " : ",\n  ") << "{\"section\": " << packswap::cli::quote(r.section)
+          << ", \"dist\": " << packswap::cli::quote(r.dist) << ", \"dp\": " << r.s.dp
+          << ", \"ga\": " << r.s.ga << ", \"mbs\": " << r.s.mbs
+          << ", \"eps\": " << packswap::cli::number(r.eps) << ", \"seed\": " << r.seed
+          << ", \"ms\": " << packswap::cli::number(r.ms)
+          << ", \"x_ref\": " << packswap::cli::number(r.ms / ref)
+          << ", \"a_over_lb_a\": " << packswap::cli::number(r.a_ratio)
+          << ", \"a_over_former_lb_a\": " << packswap::cli::number(r.a_ratio_old)
+          << ", \"b_over_b_kk\": " << packswap::cli::number(r.b_kk)
+          << ", \"b_over_limit\": " << packswap::cli::number(r.b_limit)
+          << ", \"moved_bytes_vs_kk\": " << packswap::cli::number(r.moved_kk)
+          << ", \"moved_lower_bound_vs_kk\": " << packswap::cli::number(r.lb_kk)
+          << ", \"bound_hit\": " << (r.bound_hit ? "true" : "false") << "}";
+    }
+    out << "\n]}\n";
+  }
+
+  std::printf("packswap %s, %s, one thread; full solve as packswap-plan calls it\n",
+              packswap::version_string, cpu_model().c_str());
+  std::printf("reference: vlm-pretrain dp %d x ga %d, median %.3f ms over %zu solves in this run\n",
+              ref_shape.dp, ref_shape.ga, ref, ref_ms.size());
+  std::printf("worst over %lld seeds (from %lld) and eps {%s}; repeat %d (median)\n",
+              static_cast<long long>(seeds), static_cast<long long>(first_seed), eps_text.c_str(),
+              repeat);
+  struct worst {
+    double ms = 0, a = 0, a_old = 0, b = 0, limit = 0, lb = -1;
+    std::vector<double> moved;
+    int hits = 0, batches = 0;
+  };
+  const auto eps_index = [&](double e) {
+    return static_cast<std::size_t>(std::find(eps_list.begin(), eps_list.end(), e) -
+                                    eps_list.begin());
+  };
+  for (const auto& sec : sections) {
+    std::printf("\n%s\n  %-22s %-12s %9s %6s %7s %7s %7s", sec.name.c_str(), "dist", "shape",
+                "worst ms", "x ref", "A/LB_A", "A/LBold", "B/B_KK");
+    for (const double e : eps_list) {
+      std::printf(" mv@%-5g", e);
+    }
+    std::printf(" %6s %7s\n", "LB mv", "bound");
+    worst all;
+    all.moved.assign(eps_list.size(), 0);
+    for (const auto& dist : dists) {
+      for (const auto& s : sec.shapes) {
+        worst w;
+        w.moved.assign(eps_list.size(), 0);
+        for (const auto& r : records) {
+          if (r.section != sec.name || r.dist != dist || r.s.dp != s.dp || r.s.ga != s.ga ||
+              r.s.mbs != s.mbs) {
+            continue;
+          }
+          for (worst* t : {&w, &all}) {
+            t->ms = std::max(t->ms, r.ms);
+            t->a = std::max(t->a, r.a_ratio);
+            t->a_old = std::max(t->a_old, r.a_ratio_old);
+            t->limit = std::max(t->limit, r.b_limit);
+            t->lb = std::max(t->lb, r.lb_kk);
+            if (r.eps == 0) {
+              t->b = std::max(t->b, r.b_kk);
+            }
+            auto& m = t->moved[eps_index(r.eps)];
+            m = std::max(m, r.moved_kk);
+            t->hits += r.bound_hit ? 1 : 0;
+            ++t->batches;
+          }
+        }
+        if (w.batches == 0) {
+          continue;
+        }
+        std::printf("  %-22s %-12s %9.3f %6.2f %7.4f %7.4f %7.4f", dist.c_str(),
+                    shape_name(s).c_str(), w.ms, w.ms / ref, w.a, w.a_old, w.b);
+        for (const double m : w.moved) {
+          std::printf(" %8.3f", m);
+        }
+        if (w.lb >= 0) {
+          std::printf(" %6.3f", w.lb);
+        } else {
+          std::printf(" %6s", "-");
+        }
+        std::printf(" %3d/%-3d%s\n", w.hits, w.batches, w.limit > 1.0 ? "  B ABOVE LIMIT" : "");
+      }
+    }
+    std::printf("  %-22s %-12s %9.3f %6.2f %7.4f %7.4f %7.4f", "worst", "", all.ms, all.ms / ref,
+                all.a, all.a_old, all.b);
+    for (const double m : all.moved) {
+      std::printf(" %8.3f", m);
+    }
+    std::printf(" %6s %3d/%-3d\n", "", all.hits, all.batches);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  return packswap::cli::guarded_main("stress", usage, run, argc, argv);
+}

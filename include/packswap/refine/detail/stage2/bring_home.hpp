@@ -1,0 +1,314 @@
+#pragma once
+
+#include "packswap/detail/prefetch.hpp"
+#include "packswap/refine/detail/stage2/state.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace packswap::detail::stage2 {
+
+/// Stage 2, phase 5: bring home. Trades packs away from home for packs their home rank holds for
+/// others, where that moves fewer weighted bytes.
+///
+/// Every trade keeps every rank within the limit and its level constraints, and lowers the
+/// weighted moved bytes; no trade sends a pack away from home.
+///
+/// Complexity: per pass O(n) to list the packs away from home, then per such pack O(1 + L / 16 +
+/// q): L the levels the trade may take (one where a level has no slack), read from the level
+/// row of the home rank, q their packs there (times the ranks of the home node with several
+/// nodes), plus at most `compensation_pairs` compensating pairs. O(n) per pass where costs are
+/// distinct. Stops at the work limit: every trade keeps the limits, so any prefix is an answer.
+class bring_home_phase {
+ public:
+  // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
+  // else, when fewer weighted bytes move, levels stay valid and both loads stay within the limit.
+  // When the loads would not, a second, compensating trade between the same two ranks may carry
+  // the difference back: two packs u (on h) and v (on p's rank) of one level, both away from
+  // home, so moving them again costs nothing. With several nodes, ranks on p's home node are
+  // tried as partners too: a pack one hop from home inside its node is cheaper than one across.
+  void run(state& st, const tuning& tune) {
+    // Every rank's st.full up to date in one sequential pass, rather than rebuilt on first use
+    // from a st.cnt line fetched at random.
+    for (std::size_t r = 0; r < st.dp; ++r) {
+      st.full_from(r);
+    }
+    // With many levels the home rank's packs are read by level, from the level lists; with
+    // few, its item arrays (home and level beside each pack) are read in sequence instead, which
+    // needs no lists.
+    const bool by_level = st.k > scan_items_up_to;
+    if (by_level) {
+      st.ensure_levels();
+    }
+    // Largest cost difference within each level: its top quantile less its bottom one; the
+    // levels by it, widest first (ties by level), for the compensating trades.
+    level_spread_ = st.level_quantile(1000);
+    {
+      const auto cheapest = st.level_quantile(0);
+      by_spread_.clear();
+      for (std::size_t l = 0; l < st.k; ++l) {
+        level_spread_[l] -= cheapest[l];
+        if (level_spread_[l] > 0) {
+          by_spread_.push_back(l);
+        }
+      }
+      std::sort(by_spread_.begin(), by_spread_.end(), [&](std::size_t a, std::size_t b) {
+        return level_spread_[a] > level_spread_[b] ||
+               (level_spread_[a] == level_spread_[b] && a < b);
+      });
+    }
+    for (std::int32_t pass = 0; pass < tune.home_passes; ++pass) {
+      bool changed = false;
+      // In input order: batches list each rank's packs together, so consecutive packs share a
+      // home rank and its items stay in cache. Only packs away from home now need a visit: no
+      // trade below sends a pack away from home (each moves packs that are away already, or
+      // brings one home), so those visited are those the full walk would not skip, and the
+      // records of the packs already home are never fetched.
+      list_away(st);
+      const std::size_t visits = away_.size();
+      // Records of packs a few steps ahead are fetched early: input order is random in the
+      // internal numbering.
+      for (std::size_t next = 0; next < visits; ++next) {
+        if (next + state::prefetch_distance < visits) {
+          prefetch(&st.pk[static_cast<std::size_t>(away_[next + state::prefetch_distance])]);
+        }
+        if (next + state::prefetch_distance / 2 < visits) {
+          // Fetched half the distance ago: its rank's state can be fetched now.
+          const auto ahead = static_cast<std::size_t>(
+              st.pk[static_cast<std::size_t>(away_[next + state::prefetch_distance / 2])].rank);
+          prefetch(&st.load[ahead]);
+          prefetch(&st.full[ahead * st.k]);
+        }
+        if (st.out_of_work()) {
+          return; // every trade so far kept the limits: stopping anywhere is safe
+        }
+        ++st.work;
+        const auto p = static_cast<std::size_t>(away_[next]);
+        movable_for_ = st.n; // r's packs may have changed since the last visit
+        const auto r = static_cast<std::size_t>(st.pk[p].rank);
+        const std::size_t h = st.src(p);
+        if (r == h) {
+          continue;
+        }
+        move best;
+        bool found = false;
+        const auto consider = [&](const move& m) {
+          if (m.delta < 0 && (!found || m.delta < best.delta)) {
+            best = m;
+            found = true;
+          }
+        };
+        const std::int32_t p_level = st.pk[p].level;
+        // Levels first: trading p for q keeps r's levels valid iff q's level is p's or r can
+        // take it in p's place (st.full_from(r)[q level] >= p's level, which holds for the levels
+        // from `lowest` up to p's, as full_from is non-decreasing), and keeps t's levels valid
+        // iff q's level is at most st.full_from(t)[p's level] (see level_room). So each candidate
+        // needs one range test, from the item's level beside it: most packs of another level
+        // fail here (no slack), before q's record is read.
+        std::int32_t lowest = p_level;
+        {
+          const std::int32_t* r_full = st.full_from(r);
+          while (lowest > 0 && r_full[lowest - 1] >= p_level) {
+            --lowest;
+          }
+          st.work += (p_level - lowest) / 16;
+        }
+        const auto try_rank = [&](std::size_t t) {
+          if (t == r) {
+            return;
+          }
+          const std::int64_t p_delta =
+              st.away(p, t) - st.away(p, r); // p's part of every trade here
+          const std::int64_t p_cost = st.pk[p].cost;
+          // may be k: then any level fits
+          const auto highest =
+              std::min<std::size_t>(st.k - 1, static_cast<std::size_t>(st.full_from(t)[p_level]));
+          const auto trade = [&](std::size_t q, std::size_t hq) {
+            const std::int64_t delta =
+                p_delta + (st.weight(hq, r) - st.weight(hq, t)) * st.pk[q].bytes;
+            if (delta >= 0 || (found && delta >= best.delta)) {
+              return;
+            }
+            const std::int64_t d = p_cost - st.pk[q].cost; // load moving from r to t
+            const bool loads_fit = st.load[t] + d <= st.limit && st.load[r] - d <= st.limit;
+            if (loads_fit) {
+              consider({q, 0, 0, delta});
+            } else if (t == h) { // compensation only for the trade that brings p home
+              compensate(st, t, r, p, q, d, delta, consider);
+            }
+          };
+          if (!by_level) {
+            // t's items in sequence, passing over those home (trading one away gains nothing
+            // in general) or of a level outside [lowest, highest] before reading any record.
+            const std::int32_t* t_items = &st.items[t * st.k];
+            const std::int32_t* t_homes = &st.item_home[t * st.k];
+            const std::int32_t* t_levels = &st.item_level[t * st.k];
+            st.work += static_cast<std::int64_t>(st.used[t] / 16 + 1);
+            for (std::size_t i = 0; i < st.used[t]; ++i) {
+              const auto hq = static_cast<std::size_t>(t_homes[i]);
+              const std::int32_t q_level = t_levels[i];
+              if (hq != t && q_level >= lowest && static_cast<std::size_t>(q_level) <= highest) {
+                ++st.work;
+                trade(static_cast<std::size_t>(t_items[i]), hq);
+              }
+            }
+            return;
+          }
+          // The level rows are read in sequence, 16 to a cache line: counted as such.
+          st.work +=
+              static_cast<std::int64_t>(highest + 16 - static_cast<std::size_t>(lowest)) / 16;
+          for (auto l = static_cast<std::size_t>(lowest); l <= highest; ++l) {
+            for (std::int32_t next_q = st.at_level[t * st.k + l]; next_q >= 0;) {
+              const auto q = static_cast<std::size_t>(next_q);
+              next_q = st.next_at_level[q];
+              ++st.work;
+              if (st.src(q) != t) {
+                trade(q, st.src(q));
+              }
+            }
+          }
+        };
+        try_rank(h);
+        if (st.multi_node && st.node[r] != st.node[h]) {
+          const auto node = static_cast<std::size_t>(st.node[h]);
+          for (std::size_t i = st.node_start[node]; i < st.node_start[node + 1]; ++i) {
+            if (st.node_ranks[i] != h) {
+              try_rank(st.node_ranks[i]);
+            }
+          }
+        }
+        if (found) {
+          st.swap_packs(p, best.q);
+          if (best.u != best.v) {
+            st.swap_packs(best.u, best.v);
+          }
+          changed = true;
+        }
+      }
+      if (!changed) {
+        break;
+      }
+    }
+  }
+
+ private:
+  struct move {
+    std::size_t q = 0, u = 0, v = 0; // u == v: no compensating trade
+    std::int64_t delta = 0;
+  };
+
+  // away_: the packs away from home (internal ids) in input order. One pass over the records in
+  // their own order marks them by input id; one pass over the marks lists them.
+  void list_away(const state& st) {
+    auto& mark = away_mark_;
+    mark.resize(st.n);
+    for (std::size_t p = 0; p < st.n; ++p) {
+      mark[static_cast<std::size_t>(st.input_id[p])] = st.pk[p].rank != st.pk[p].home ? 1 : 0;
+    }
+    away_.resize(st.n);
+    std::size_t m = 0;
+    for (std::size_t next = 0; next < st.n; ++next) {
+      away_[m] = st.internal_id[next]; // kept only if marked: no branch to mispredict
+      m += static_cast<std::size_t>(mark[next]);
+    }
+    away_.resize(m);
+  }
+
+  // The compensating trade for trading p (on r) for q (on t, p's home), which moves d from r to
+  // t and lets the loads overflow: a same-level trade u (on t) <-> v (on r) of two packs both
+  // away from home (moving them again costs nothing in general) carrying e = cost(u) - cost(v)
+  // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
+  // at most its spread: the levels are tried widest first and only while their spread can reach
+  // the range, at most `compensation_pairs` pairs in all (with few levels, every item of t once).
+  template <class Consider>
+  void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
+                  std::int64_t d, std::int64_t delta, Consider&& consider) {
+    const std::int64_t e_lo = st.load[t] + d - st.limit;
+    const std::int64_t e_hi = st.limit - st.load[r] + d;
+    if (by_spread_.empty() || e_lo > level_spread_[by_spread_[0]] ||
+        e_hi < -level_spread_[by_spread_[0]]) {
+      return; // no level's spread reaches the range
+    }
+    if (st.k <= scan_items_up_to) {
+      // Few levels: t's items in sequence, each u of a level whose spread reaches the range
+      // paired with r's away-from-home pack of its level (`movable_`, indexed once per p).
+      const std::int32_t* t_items = &st.items[t * st.k];
+      const std::int32_t* t_homes = &st.item_home[t * st.k];
+      const std::int32_t* t_levels = &st.item_level[t * st.k];
+      st.work += static_cast<std::int64_t>(st.used[t] / 16 + 1);
+      if (movable_for_ != p) {
+        index_movable(st, r, p);
+        movable_for_ = p;
+      }
+      for (std::size_t a = 0; a < st.used[t]; ++a) {
+        const auto l = static_cast<std::size_t>(t_levels[a]);
+        const auto u = static_cast<std::size_t>(t_items[a]);
+        if (u == q || static_cast<std::size_t>(t_homes[a]) == t || e_lo > level_spread_[l] ||
+            e_hi < -level_spread_[l] || movable_[l] < 0) {
+          continue;
+        }
+        ++st.work;
+        const auto v = static_cast<std::size_t>(movable_[l]);
+        const std::int64_t e = st.pk[u].cost - st.pk[v].cost;
+        if (e >= e_lo && e <= e_hi) {
+          consider(move{q, u, v, delta + st.swap_delta(u, t, v, r)});
+        }
+      }
+      return;
+    }
+    st.ensure_levels();
+    std::int32_t pairs = compensation_pairs;
+    for (const std::size_t l : by_spread_) {
+      const std::int64_t spread = level_spread_[l];
+      if (e_lo > spread || e_hi < -spread || pairs <= 0) {
+        return; // nor any narrower level
+      }
+      for (std::int32_t u = st.at_level[t * st.k + l]; u >= 0 && pairs > 0;
+           u = st.next_at_level[static_cast<std::size_t>(u)]) {
+        const auto uu = static_cast<std::size_t>(u);
+        if (uu == q || st.src(uu) == t) {
+          continue;
+        }
+        for (std::int32_t v = st.at_level[r * st.k + l]; v >= 0 && pairs > 0;
+             v = st.next_at_level[static_cast<std::size_t>(v)]) {
+          const auto vv = static_cast<std::size_t>(v);
+          if (vv == p || st.src(vv) == r) {
+            continue;
+          }
+          --pairs;
+          ++st.work;
+          const std::int64_t e = st.pk[uu].cost - st.pk[vv].cost;
+          if (e >= e_lo && e <= e_hi) {
+            consider(move{q, uu, vv, delta + st.swap_delta(uu, t, vv, r)});
+          }
+        }
+      }
+    }
+  }
+
+  // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1;
+  // read from the item arrays, no pack record. O(k).
+  void index_movable(const state& st, std::size_t r, std::size_t skip) {
+    movable_.assign(st.k, -1);
+    for (std::size_t i = 0; i < st.used[r]; ++i) {
+      const auto v = static_cast<std::size_t>(st.items[r * st.k + i]);
+      if (v != skip && static_cast<std::size_t>(st.item_home[r * st.k + i]) != r) {
+        movable_[static_cast<std::size_t>(st.item_level[r * st.k + i])] =
+            static_cast<std::int64_t>(v);
+      }
+    }
+  }
+
+  static constexpr std::int32_t compensation_pairs = 64;
+  static constexpr std::size_t scan_items_up_to = 64; // levels; see run()
+
+  std::vector<std::int64_t> level_spread_; // see run()
+  std::vector<std::int64_t> movable_;      // see index_movable()
+  std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
+  std::vector<std::size_t> by_spread_;
+  std::vector<std::int32_t> away_; // see list_away
+  std::vector<char> away_mark_;
+};
+
+} // namespace packswap::detail::stage2

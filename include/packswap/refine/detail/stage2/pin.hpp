@@ -1,0 +1,377 @@
+#pragma once
+
+#include "packswap/detail/prefetch.hpp"
+#include "packswap/refine/detail/stage2/state.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace packswap::detail::stage2 {
+
+// Range add and range minimum over int64 values 0..n-1, with the last index before b whose value
+// is below a threshold: a segment tree whose nodes keep their own pending add (never pushed
+// down), O(log n) per call; up to `flat_up_to` values, a plain array scanned in O(n), which is
+// faster there. `assign` is O(n).
+class min_add_tree {
+ public:
+  static constexpr std::size_t flat_up_to = 64;
+
+  void assign(const std::int64_t* v, std::size_t n) {
+    n_ = n;
+    if (n <= flat_up_to) {
+      min_.assign(v, v + n);
+      return;
+    }
+    size_ = 1;
+    while (size_ < n) {
+      size_ *= 2;
+    }
+    min_.assign(2 * size_, none);
+    add_.assign(2 * size_, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      min_[size_ + i] = v[i];
+    }
+    for (std::size_t i = size_; i-- > 1;) {
+      min_[i] = std::min(min_[2 * i], min_[2 * i + 1]);
+    }
+  }
+
+  // Adds d to the values [a, b).
+  void add(std::size_t a, std::size_t b, std::int64_t d) {
+    if (n_ <= flat_up_to) {
+      for (std::size_t i = a; i < b; ++i) {
+        min_[i] += d;
+      }
+    } else if (a < b) {
+      add(1, 0, size_, a, b, d);
+    }
+  }
+
+  // The smallest value in [a, b) (`none` when empty).
+  std::int64_t min(std::size_t a, std::size_t b) const {
+    if (n_ <= flat_up_to) {
+      std::int64_t m = none;
+      for (std::size_t i = a; i < b; ++i) {
+        m = std::min(m, min_[i]);
+      }
+      return m;
+    }
+    return a < b ? min(1, 0, size_, a, b) : none;
+  }
+
+  // The largest i < b whose value is below t, or -1.
+  std::ptrdiff_t last_below(std::size_t b, std::int64_t t) const {
+    if (n_ <= flat_up_to) {
+      for (std::size_t i = b; i-- > 0;) {
+        if (min_[i] < t) {
+          return static_cast<std::ptrdiff_t>(i);
+        }
+      }
+      return -1;
+    }
+    return last_below(1, 0, size_, b, t, 0);
+  }
+
+  static constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max() / 4;
+
+ private:
+  void add(std::size_t node, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b,
+           std::int64_t d) {
+    if (b <= lo || hi <= a) {
+      return;
+    }
+    if (a <= lo && hi <= b) {
+      min_[node] += d;
+      add_[node] += d;
+      return;
+    }
+    const std::size_t mid = (lo + hi) / 2;
+    add(2 * node, lo, mid, a, b, d);
+    add(2 * node + 1, mid, hi, a, b, d);
+    min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
+  }
+
+  std::int64_t min(std::size_t node, std::size_t lo, std::size_t hi, std::size_t a,
+                   std::size_t b) const {
+    if (b <= lo || hi <= a) {
+      return none;
+    }
+    if (a <= lo && hi <= b) {
+      return min_[node];
+    }
+    const std::size_t mid = (lo + hi) / 2;
+    return std::min(min(2 * node, lo, mid, a, b), min(2 * node + 1, mid, hi, a, b)) + add_[node];
+  }
+
+  // `above`: the adds pending at the node's ancestors.
+  std::ptrdiff_t last_below(std::size_t node, std::size_t lo, std::size_t hi, std::size_t b,
+                            std::int64_t t, std::int64_t above) const {
+    if (lo >= b || lo >= n_ || min_[node] + above >= t) {
+      return -1;
+    }
+    if (hi - lo == 1) {
+      return static_cast<std::ptrdiff_t>(lo);
+    }
+    const std::size_t mid = (lo + hi) / 2;
+    const std::ptrdiff_t right = last_below(2 * node + 1, mid, hi, b, t, above + add_[node]);
+    return right >= 0 ? right : last_below(2 * node, lo, mid, b, t, above + add_[node]);
+  }
+
+  std::size_t n_ = 0, size_ = 1;
+  std::vector<std::int64_t> min_, add_; // the values themselves when flat
+};
+
+// Whether one rank can still be completed (see pin_phase::completable), kept up to date as its
+// own packs come and go: O(log k) per pack instead of O(k) (for k <= 64 the same steps on flat
+// arrays). With u(j) = j + 1 - (packs of level
+// <= j held), the largest receive counts are R(j) = min over j' >= j of u(j'), the slack used at
+// j is u(j) - R(j), and the rank is completable iff every u(j) >= 0 and every used slack is at
+// most what the level has left. Adding a pack of level l lowers u on [l, k), hence R on [j0, k)
+// for the j0 below l where the minimum of u over [j0, l) first reaches R(l): the used slack grows
+// on [j0, l) alone, and the free slots receive one pack of level j0 fewer. Removing mirrors it.
+class completion {
+ public:
+  // Rank state: `cnt` its level counts (a completable state), `slack_left` what each level has
+  // left, `lo` / `hi` the band quantiles; fill_lo / fill_hi what its free slots add at them.
+  void build(const std::int32_t* cnt, std::size_t k, const std::int64_t* slack_left,
+             const std::int64_t* lo, const std::int64_t* hi) {
+    k_ = k;
+    lo_ = lo;
+    hi_ = hi;
+    scratch_.resize(k);
+    std::int64_t held = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+      held += cnt[j];
+      scratch_[j] = static_cast<std::int64_t>(j) + 1 - held;
+    }
+    upper_.assign(scratch_.data(), k);
+    // Received counts R, downward; then the spare slack, in place.
+    fill_lo = 0;
+    fill_hi = 0;
+    std::int64_t next = scratch_[k - 1];
+    scratch_[k - 1] = slack_left[k - 1];
+    for (std::size_t j = k - 1; j-- > 0;) {
+      const std::int64_t received = std::min(scratch_[j], next);
+      fill_lo += (next - received) * lo[j + 1];
+      fill_hi += (next - received) * hi[j + 1];
+      scratch_[j] = slack_left[j] - (scratch_[j] - received);
+      next = received;
+    }
+    fill_lo += next * lo[0];
+    fill_hi += next * hi[0];
+    spare_.assign(scratch_.data(), k);
+  }
+
+  // Whether one more pack of level l keeps the rank completable; if so, `j0` for add().
+  bool can_add(std::size_t l, std::size_t& j0) const {
+    const std::int64_t r_l = upper_.min(l, k_);
+    if (r_l < 1) {
+      return false;
+    }
+    j0 = static_cast<std::size_t>(upper_.last_below(l, r_l) + 1);
+    return spare_.min(j0, l) >= 1;
+  }
+
+  // What fill_lo would be after add(l, j0).
+  std::int64_t fill_lo_after_add(std::size_t j0) const { return fill_lo - lo_[j0]; }
+
+  void add(std::size_t l, std::size_t j0) {
+    upper_.add(l, k_, -1);
+    spare_.add(j0, l, -1);
+    fill_lo -= lo_[j0];
+    fill_hi -= hi_[j0];
+  }
+
+  void remove(std::size_t l) {
+    const std::int64_t r_l = upper_.min(l, k_);
+    const auto j1 = static_cast<std::size_t>(upper_.last_below(l, r_l + 1) + 1);
+    upper_.add(l, k_, 1);
+    spare_.add(j1, l, 1);
+    fill_lo += lo_[j1];
+    fill_hi += hi_[j1];
+  }
+
+  std::int64_t fill_lo = 0, fill_hi = 0;
+
+ private:
+  std::size_t k_ = 0;
+  const std::int64_t* lo_ = nullptr;
+  const std::int64_t* hi_ = nullptr;
+  min_add_tree upper_; // u(j)
+  min_add_tree spare_; // slack left at j less the slack used there
+  std::vector<std::int64_t> scratch_;
+};
+
+/// Stage 2, phase 1: pin. Every rank keeps its own packs, largest bytes first, while it can
+/// still be completed within the limit.
+///
+/// Starts from an empty placement (clearing every pack's place and lock, rank by rank); ends with
+/// each rank holding only own packs, all locked (the pins), such that every rank can still be
+/// completed to k packs within its level constraints, taking the slack of each level from a
+/// budget shared by all ranks (`slack_left_`).
+///
+/// Complexity: O(k) per rank for the band sums, then per own pack O(1) while the rank holds at
+/// most one pack per level, else O(log k) through the rank's `completion` tree (built once, in
+/// O(k), when the rank first takes a second pack of a level): O(n log k) at worst, O(n) for
+/// distinct costs.
+class pin_phase {
+ public:
+  // (1) Keep own packs, largest weighted bytes first, while the rank can still be completed and
+  // completing it with cheap packs of the levels it lacks (the low band quantile of each) stays
+  // within the limit; then, while even expensive packs (the high quantile) would leave it short of
+  // the average load, give up the kept packs that weigh least and cost less than that quantile:
+  // such a rank must take a share of the heavy packs others give up.
+  void run(state& st, const tuning& t) {
+    const std::int64_t target =
+        std::min(st.limit, (st.total_cost + static_cast<std::int64_t>(st.dp) - 1) /
+                               static_cast<std::int64_t>(st.dp));
+    const auto lo = st.level_quantile(t.band_low_permille);
+    const auto hi = st.level_quantile(t.band_high_permille);
+    slack_left_ = st.slack;
+    deficit_.assign(st.k, 0);
+    const auto& own = st.own;
+    const auto& first = st.own_first;
+    // While a rank holds at most one pack per level it uses no slack, is completable, and its
+    // free slots receive one pack of each level it lacks: an O(1) check with band sums kept up
+    // to date. From its first pack of a level it already holds, the rank's `completion` tree
+    // answers instead, in O(log k).
+    std::int64_t all_lo = 0;
+    std::int64_t all_hi = 0;
+    for (std::size_t j = 0; j < st.k; ++j) {
+      all_lo += lo[j];
+      all_hi += hi[j];
+    }
+    for (std::size_t r = 0; r < st.dp; ++r) {
+      if (r + 1 < st.dp) {
+        for (std::size_t i = first[r + 1]; i < first[r + 2]; ++i) {
+          prefetch(&st.pk[static_cast<std::size_t>(own[i])]); // the next rank's packs
+        }
+      }
+      const auto begin = own.begin() + static_cast<std::ptrdiff_t>(first[r]);
+      const auto end = own.begin() + static_cast<std::ptrdiff_t>(first[r + 1]);
+      for (auto it = begin; it != end; ++it) {
+        st.pk[static_cast<std::size_t>(*it)].rank = -1; // unplaced, from an earlier run
+      }
+      const std::int32_t* cnt = &st.cnt[r * st.k];
+      std::int64_t missing_lo = all_lo;
+      std::int64_t missing_hi = all_hi;
+      bool tracked = false;     // tree_ holds the rank
+      std::int32_t doubled = 0; // levels where r holds two or more packs
+      const auto level_of = [&](std::size_t p) { return static_cast<std::size_t>(st.pk[p].level); };
+      const auto add = [&](std::size_t p) {
+        const auto l = level_of(p);
+        if (cnt[l] == 0) {
+          missing_lo -= lo[l];
+          missing_hi -= hi[l];
+        } else if (cnt[l] == 1) {
+          ++doubled;
+        }
+        st.place(p, r);
+      };
+      const auto remove = [&](std::size_t p) {
+        st.unplace(p);
+        const auto l = level_of(p);
+        if (cnt[l] == 0) {
+          missing_lo += lo[l];
+          missing_hi += hi[l];
+        } else if (cnt[l] == 1) {
+          --doubled;
+        }
+        if (tracked) {
+          tree_.remove(l);
+        }
+      };
+      for (auto it = begin; it != end; ++it) {
+        const auto p = static_cast<std::size_t>(*it);
+        const std::int64_t load = st.load[r] + st.pk[p].cost;
+        if (load > st.limit) {
+          continue;
+        }
+        const auto l = level_of(p);
+        if (!tracked && cnt[l] != 0) {
+          tree_.build(cnt, st.k, slack_left_.data(), lo.data(), hi.data());
+          tracked = true;
+        }
+        if (!tracked) {
+          // One pack per level stays completable; its free slots lose level l's quantile.
+          if (load + missing_lo - lo[l] <= st.limit) {
+            add(p);
+          }
+          continue;
+        }
+        std::size_t j0 = 0;
+        if (tree_.can_add(l, j0) && load + tree_.fill_lo_after_add(j0) <= st.limit) {
+          add(p);
+          tree_.add(l, j0);
+        }
+      }
+      // Too light to reach the average load even with expensive packs in its free slots: give up
+      // cheap packs, lightest bytes first. (The average, not the limit: with eps > 0 the limit
+      // sits above the average, and aiming every light rank at it would unpin for nothing.)
+      // Giving up a pack never makes a rank incompletable.
+      const auto fill_hi = [&] { return tracked ? tree_.fill_hi : missing_hi; };
+      for (auto it = end; it != begin && st.load[r] + fill_hi() < target;) {
+        --it;
+        const auto p = static_cast<std::size_t>(*it);
+        if (st.pk[p].rank == static_cast<std::int32_t>(r) && st.pk[p].cost < hi[level_of(p)]) {
+          remove(p);
+        }
+      }
+      if (doubled != 0) {
+        const bool ok = completable(st, r); // deficit_ for the final pinned set
+        (void)ok;
+        commit_deficits(st);
+      }
+      for (auto it = begin; it != end; ++it) {
+        const auto p = static_cast<std::size_t>(*it);
+        st.locked[p] = st.pk[p].rank >= 0 ? 1 : 0; // the pins
+      }
+    }
+  }
+
+ private:
+  // Can rank r, holding what it holds now, still be completed? Free slots take packs of any
+  // level, so it can iff some non-decreasing count of received packs R(j) (packs of level <= j it
+  // will receive) fits j + 1 - held(<= j) - slack(j) <= R(j) <= j + 1 - held(<= j) and ends at the
+  // number of free slots. Takes the largest such R, which uses the least slack: writes the slack
+  // it uses per level into `deficit_` (checking it against what other ranks left). O(k).
+  bool completable(const state& st, std::size_t r) {
+    std::int32_t* upper = deficit_.data();
+    const std::int32_t* c = &st.cnt[r * st.k];
+    std::int32_t held = 0;
+    bool ok = true;
+    for (std::size_t j = 0; j < st.k; ++j) {
+      held += c[j];
+      upper[j] = static_cast<std::int32_t>(j) + 1 - held;
+      ok &= upper[j] >= 0;
+    }
+    if (!ok) {
+      return false;
+    }
+    // Level k - 1 first (nothing above it is received), then downward.
+    std::int32_t next = upper[st.k - 1];
+    upper[st.k - 1] = 0;
+    for (std::size_t j = st.k - 1; j-- > 0;) {
+      const std::int32_t received = std::min(upper[j], next); // R(j)
+      upper[j] -= received;                                   // now the slack used at j
+      ok &= upper[j] <= slack_left_[j];
+      next = received;
+    }
+    return ok;
+  }
+
+  void commit_deficits(const state& st) {
+    for (std::size_t j = 0; j < st.k; ++j) {
+      slack_left_[j] -= deficit_[j];
+    }
+  }
+
+  std::vector<std::int64_t> slack_left_; // per level, after the ranks pinned so far
+  std::vector<std::int32_t> deficit_;    // scratch for completable()
+  completion tree_;                      // the rank being pinned, once it doubles a level
+};
+
+} // namespace packswap::detail::stage2

@@ -1,0 +1,284 @@
+#pragma once
+
+#include "packswap/detail/prefetch.hpp"
+#include "packswap/detail/sort.hpp"
+#include "packswap/refine/detail/stage2/state.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace packswap::detail::stage2 {
+
+/// Stage 2, phase 3: re-deal. Balances the loads by re-dealing the unlocked packs of each level,
+/// and unlocks pins of ranks far from the limit.
+///
+/// Every rank keeps as many packs of each level as it had, so the level constraints hold as they
+/// did; no sweep raises the largest load. Ends with every pack's place written back (not
+/// through swap_packs: the level lists are stale until the repair indexes them again).
+///
+/// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs (radix
+/// passes from 256 packs, a comparison sort below): O(n log dp) per sweep at worst; per unlock
+/// round O(dp) plus O(k) per far rank and a merge of the unlocked list. At most redeal_sweeps
+/// (unlock_rounds + 1) sweeps per run.
+class redeal_phase {
+ public:
+  // (2a) Re-deal sweeps; then ranks still far from the limit unlock one pinned home pack each and
+  // the sweeps run again, spreading the correction over every rank. A rank far below the limit
+  // (its unlocked packs are already the heaviest of their levels) unlocks the pack that could
+  // rise most per byte, up to the heaviest unlocked pack of its level; a rank far above it the
+  // pack that could fall most per byte, down to the lightest.
+  //
+  // The sweeps move unlocked packs only, in their own arrays (see collect_unlocked()), which the
+  // packs unlocked by each round join; the places go back into the pack records and items once,
+  // at the end. Until then the unlock search reads only what does not move: st.load, and the
+  // locked packs among a rank's items (an unlocked place may hold a stale entry, but always one
+  // of an unlocked pack, which the search skips).
+  void run(state& st, const tuning& t) {
+    st.levels_live = false; // places move without swap_packs()
+    collect_unlocked(st);
+    redeal_rounds(st, t);
+    store_unlocked(st);
+  }
+
+ private:
+  void redeal_rounds(state& st, const tuning& t) {
+    std::vector<std::int64_t> heaviest(st.k);
+    std::vector<std::int64_t> lightest(st.k);
+    auto& fresh = fresh_unlocked_;
+    for (std::int32_t round = 0; round <= t.unlock_rounds; ++round) {
+      for (std::int32_t sweep = 0; sweep < t.redeal_sweeps; ++sweep) {
+        if (!redeal(st)) {
+          break;
+        }
+      }
+      if (round == t.unlock_rounds) {
+        break;
+      }
+      // The mean room of a rank, floor(sum / dp) as quotient and remainder: with costs near the
+      // int64 limit the sum itself would overflow.
+      const auto dp = static_cast<std::int64_t>(st.dp);
+      std::int64_t room_mean = 0;
+      std::int64_t room_rest = 0;
+      bool any_excess = false;
+      for (std::size_t r = 0; r < st.dp; ++r) {
+        const std::int64_t room = std::max<std::int64_t>(0, st.limit - st.load[r]);
+        room_mean += room / dp;
+        room_rest += room % dp;
+        if (room_rest >= dp) {
+          ++room_mean;
+          room_rest -= dp;
+        }
+        any_excess |= st.excess(r) > 0;
+      }
+      if (!any_excess) {
+        return;
+      }
+      // Each level's unlocked packs run by cost descending.
+      for (std::size_t l = 0; l < st.k; ++l) {
+        const bool any = unlocked_start_[l + 1] > unlocked_start_[l];
+        heaviest[l] = any ? unlocked_cost_[unlocked_start_[l]] : -1;
+        lightest[l] = any ? unlocked_cost_[unlocked_start_[l + 1] - 1] : -1;
+      }
+      // Far: a rank holding 16 times its share of all room, or above the limit by more than the
+      // typical room of a rank.
+      // floor(16 * sum / dp), saturated.
+      const std::int64_t far_below =
+          room_mean > std::numeric_limits<std::int64_t>::max() / 32
+              ? std::numeric_limits<std::int64_t>::max()
+              : std::max<std::int64_t>(1, 16 * room_mean + 16 * room_rest / dp);
+      const std::int64_t far_above = std::max<std::int64_t>(1, room_mean);
+      // The far ranks first, so that each one's item records can be fetched while the one
+      // before it is searched: they are few and scattered.
+      auto& far = far_ranks_;
+      far.clear();
+      for (std::size_t r = 0; r < st.dp; ++r) {
+        if (st.limit - st.load[r] >= far_below || st.load[r] - st.limit >= far_above) {
+          far.push_back(static_cast<std::int32_t>(r));
+        }
+      }
+      fresh.clear();
+      for (std::size_t f = 0; f < far.size(); ++f) {
+        if (f + 2 < far.size()) {
+          prefetch(&st.items[static_cast<std::size_t>(far[f + 2]) * st.k]);
+        }
+        if (f + 1 < far.size()) {
+          const auto ahead = static_cast<std::size_t>(far[f + 1]);
+          for (std::size_t i = 0; i < st.used[ahead]; ++i) {
+            prefetch(&st.pk[static_cast<std::size_t>(st.items[ahead * st.k + i])]);
+          }
+        }
+        const auto r = static_cast<std::size_t>(far[f]);
+        const bool low = st.limit - st.load[r] >= far_below;
+        std::size_t pick = st.n;
+        long double pick_leverage = 0;
+        for (std::size_t i = 0; i < st.used[r]; ++i) {
+          const auto p = static_cast<std::size_t>(st.items[r * st.k + i]);
+          const auto l = static_cast<std::size_t>(st.pk[p].level);
+          if (st.locked[p] == 0 || heaviest[l] < 0) {
+            continue;
+          }
+          const std::int64_t swing =
+              low ? heaviest[l] - st.pk[p].cost : st.pk[p].cost - lightest[l];
+          if (swing <= 0) {
+            continue;
+          }
+          const long double leverage =
+              static_cast<long double>(swing) / static_cast<long double>(st.pk[p].bytes + 1);
+          if (pick == st.n || leverage > pick_leverage) {
+            pick = p;
+            pick_leverage = leverage;
+          }
+        }
+        if (pick < st.n) {
+          st.locked[pick] = 0;
+          fresh.push_back(static_cast<std::int32_t>(pick));
+        }
+      }
+      if (fresh.empty()) {
+        return;
+      }
+      add_unlocked(st, fresh);
+    }
+  }
+
+  // The unlocked packs of every level, by cost descending, ties by id (the level's stretch of the
+  // cost index walked from the top): level l is unlocked_[unlocked_start_[l] ..
+  // unlocked_start_[l + 1] - 1]. Levels rise with ids, so the whole list runs by id. Beside each,
+  // its cost and the place it holds ((rank << 32) | item): all that the re-deal sweeps read and
+  // write, until `store_unlocked()`.
+  void collect_unlocked(const state& st) {
+    unlocked_.resize(st.n);
+    unlocked_start_.assign(st.k + 1, 0);
+    std::size_t m = 0;
+    for (std::size_t l = 0; l < st.k; ++l) {
+      unlocked_start_[l] = m;
+      for (std::size_t i = st.level_end[l]; i-- > st.level_begin[l];) {
+        unlocked_[m] = st.by_cost(i); // kept only if unlocked: no branch to mispredict
+        m += st.locked[static_cast<std::size_t>(st.by_cost(i))] == 0 ? 1 : 0;
+      }
+    }
+    unlocked_start_[st.k] = m;
+    unlocked_.resize(m);
+    unlocked_cost_.resize(m);
+    unlocked_place_.resize(m);
+    for (std::size_t u = 0; u < m; ++u) {
+      const auto& k = st.pk[static_cast<std::size_t>(unlocked_[u])];
+      unlocked_cost_[u] = k.cost;
+      unlocked_place_[u] = place_word(k.rank, k.slot);
+    }
+  }
+
+  // Merges the packs in `fresh` (just unlocked: their records are current) into the list, which
+  // stays in id order.
+  void add_unlocked(const state& st, std::vector<std::int32_t>& fresh) {
+    std::sort(fresh.begin(), fresh.end());
+    for (const auto p : fresh) {
+      // Level l's stretch starts later by the fresh packs of lower levels.
+      for (std::size_t l = static_cast<std::size_t>(st.pk[static_cast<std::size_t>(p)].level) + 1;
+           l <= st.k; ++l) {
+        ++unlocked_start_[l];
+      }
+    }
+    std::size_t a = unlocked_.size();
+    std::size_t b = fresh.size();
+    std::size_t out = a + b;
+    unlocked_.resize(out);
+    unlocked_cost_.resize(out);
+    unlocked_place_.resize(out);
+    while (b > 0) {
+      --out;
+      if (a > 0 && unlocked_[a - 1] > fresh[b - 1]) {
+        --a;
+        unlocked_[out] = unlocked_[a];
+        unlocked_cost_[out] = unlocked_cost_[a];
+        unlocked_place_[out] = unlocked_place_[a];
+      } else {
+        --b;
+        const auto& k = st.pk[static_cast<std::size_t>(fresh[b])];
+        unlocked_[out] = fresh[b];
+        unlocked_cost_[out] = k.cost;
+        unlocked_place_[out] = place_word(k.rank, k.slot);
+      }
+    }
+  }
+
+  static std::uint64_t place_word(std::int32_t rank, std::int32_t item) {
+    return (static_cast<std::uint64_t>(rank) << 32) | static_cast<std::uint32_t>(item);
+  }
+
+  // The places of the unlocked packs into their records and the items.
+  void store_unlocked(state& st) {
+    for (std::size_t u = 0; u < unlocked_.size(); ++u) {
+      const auto p = static_cast<std::size_t>(unlocked_[u]);
+      const auto rank = static_cast<std::int32_t>(unlocked_place_[u] >> 32);
+      const auto item = static_cast<std::int32_t>(unlocked_place_[u] & 0xffffffffu);
+      st.pk[p].rank = rank;
+      st.pk[p].slot = item;
+      const std::size_t at = static_cast<std::size_t>(rank) * st.k + static_cast<std::size_t>(item);
+      st.items[at] = static_cast<std::int32_t>(p);
+      st.item_home[at] = st.pk[p].home; // st.item_level[at] stays: the place held a pack of level l
+    }
+  }
+
+  // (2b) Re-deals the unlocked packs of one level at a time: they leave their ranks and come
+  // back heaviest to the rank that is lightest without them. Pairing sorted against reverse-sorted
+  // minimises the largest sum (and maximises the smallest), so no sweep raises B; every rank
+  // gets back as many packs of that level as it gave, so levels stay valid. Each pack takes over
+  // the place of the pack whose place it gets, so the pass is one sort and one linear walk per
+  // level, over the level's stretch of the unlocked arrays. Returns whether any pack changed
+  // rank.
+  bool redeal(state& st) {
+    bool changed = false;
+    auto& from = redeal_from_;
+    auto& moved = redeal_moved_;
+    for (std::size_t l = 0; l < st.k; ++l) {
+      const std::size_t base = unlocked_start_[l];
+      const std::size_t m = unlocked_start_[l + 1] - base;
+      if (m < 2) {
+        continue;
+      }
+      const std::int64_t* cost = unlocked_cost_.data() + base;
+      std::uint64_t* place = unlocked_place_.data() + base;
+      // Place i (held by pack i) is keyed by its rank's load without pack i, ties by i; the
+      // places sorted, the j-th goes to the j-th heaviest pack, pack j: from[j] is that place.
+      sort_places(st, cost, place, m);
+      moved.resize(m);
+      for (std::size_t j = 0; j < m; ++j) {
+        const auto f = static_cast<std::size_t>(from[j]);
+        const auto rank = static_cast<std::size_t>(place[f] >> 32);
+        changed |= place[j] >> 32 != rank;
+        st.load[rank] += cost[j] - cost[f];
+        moved[j] = place[f];
+      }
+      std::copy(moved.begin(), moved.begin() + static_cast<std::ptrdiff_t>(m), place);
+    }
+    return changed;
+  }
+
+  // Writes into redeal_from_[0..m) the places 0..m-1 by (load of the place's rank without its
+  // pack, place) ascending.
+  void sort_places(const state& st, const std::int64_t* cost, const std::uint64_t* place,
+                   std::size_t m) {
+    auto& keys = redeal_keys_;
+    keys.resize(m);
+    for (std::size_t i = 0; i < m; ++i) {
+      keys[i] = st.load[static_cast<std::size_t>(place[i] >> 32)] - cost[i]; // >= 0
+    }
+    order_asc(keys, redeal_from_, redeal_sort_);
+  }
+
+  std::vector<std::int32_t> unlocked_; // see collect_unlocked()
+  std::vector<std::size_t> unlocked_start_;
+  std::vector<std::int64_t> unlocked_cost_;   // beside unlocked_: their costs
+  std::vector<std::uint64_t> unlocked_place_; // and places, see collect_unlocked()
+  std::vector<std::int64_t> redeal_keys_;     // see sort_places()
+  std::vector<std::int32_t> redeal_from_;
+  order_scratch redeal_sort_;
+  std::vector<std::uint64_t> redeal_moved_;
+  std::vector<std::int32_t> fresh_unlocked_; // see redeal_rounds()
+  std::vector<std::int32_t> far_ranks_;      // see redeal_rounds()
+};
+
+} // namespace packswap::detail::stage2

@@ -1,0 +1,513 @@
+#pragma once
+
+#include "packswap/detail/prng.hpp"
+#include "packswap/refine/detail/stage2/chain.hpp"
+#include "packswap/refine/detail/stage2/pick.hpp"
+#include "packswap/refine/detail/stage2/state.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace packswap::detail::stage2 {
+
+/// Stage 2, phase 4: repair. Swaps packs until no rank is above the limit or crowds a level.
+///
+/// Every step lowers the total excess (load above the limit, summed over ranks) or, on a rank
+/// that crowds a level, moves a pack at or below its lowest crowded level out for one above it;
+/// swaps keep every other rank's level constraints. A step on rank r tries, in order: (1) single
+/// swaps of r's picked packs (`pack_picker`: those that can shed its excess, fewest bytes first,
+/// and those that can shed the most) with packs of the roomiest ranks (by level, `level_table`) and
+/// of the cost index, where a full fix (r and its partner within the limit) moving the fewest
+/// bytes wins; (2) with 64 levels or more, several same-level swaps at once with the roomiest
+/// ranks (`batch_step`); (3) the best single partial fix, among four times as many picks (by
+/// gain with 64 levels or more, else by bytes); (4) in the
+/// chained attempts, two swaps in a chain (`chain_search`). Returns false, naming the rank, when
+/// no swap helps it, or when out of swaps or out of work (`state::out_of_work`).
+///
+/// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step, for p
+/// picks (at most 8 repair_picks) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k
+/// / 16 + k)) for the level tables with at most scan_limit levels of r per level of a partner, O(p
+/// (log n + scan_limit)) through the cost index, O(m k log(m k)) for a batch; a chain step
+/// O(c w (k + c w)) for c chain_picks and w chain_width. Up to 2n + 16 steps, and at most the
+/// work bound: the work counted (candidates weighed, packs read) stops the phase at the first
+/// step past it.
+class repair_phase {
+ public:
+  // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
+  // when out of swaps or work (`stuck` stays dp) or when no swap helps rank `stuck`. With
+  // `tuning::chains`, a rank no single swap helps tries two swaps in a chain (`chain_search`)
+  // first, up to `tuning::chain_steps` times.
+  bool run(state& st, const tuning& t, std::size_t& stuck) {
+    tuning_ = t;
+    steps_on_.assign(st.dp, 0);
+    const std::int64_t budget =
+        static_cast<std::int64_t>(st.n) * tuning_.repair_swaps_per_pack + 16;
+    std::int64_t swaps = 0;
+    std::int32_t chains_left = tuning_.chains ? tuning_.chain_steps : 0;
+    // Lazy max-heaps: entries whose key no longer matches the rank's state are skipped.
+    auto& over = over_heap_;
+    over.clear();
+    room_heap_.clear();
+    for (std::size_t r = 0; r < st.dp; ++r) {
+      const std::int64_t key = over_key(st, r);
+      if (key > 0) {
+        over.emplace(key, -static_cast<std::int64_t>(r));
+      }
+      if (st.load[r] < st.limit) {
+        room_heap_.emplace(st.limit - st.load[r], -static_cast<std::int64_t>(r));
+      }
+    }
+    while (!over.empty()) {
+      const auto [key, neg] = over.top();
+      over.pop();
+      const auto r = static_cast<std::size_t>(-neg);
+      if (key != over_key(st, r)) {
+        continue; // stale; a fresh entry was pushed when the rank changed
+      }
+      if (++swaps > budget || st.out_of_work()) {
+        return false;
+      }
+      changed_.assign(1, r);
+      ++steps_on_[r];
+      if (!repair_step(st, r)) {
+        std::size_t s1 = st.dp;
+        std::size_t s2 = st.dp;
+        if (chains_left == 0 || !chain_.step(st, tuning_, r, s1, s2)) {
+          stuck = st.out_of_work() ? st.dp : r;
+          return false;
+        }
+        changed_.push_back(s1);
+        changed_.push_back(s2);
+        --chains_left;
+      }
+      for (const std::size_t changed : changed_) {
+        const std::int64_t k2 = over_key(st, changed);
+        if (k2 > 0) {
+          over.emplace(k2, -static_cast<std::int64_t>(changed));
+        }
+        if (st.load[changed] < st.limit) {
+          room_heap_.emplace(st.limit - st.load[changed], -static_cast<std::int64_t>(changed));
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
+  // Order of repair: crowded levels first (they block everything), then load excess.
+  static std::int64_t over_key(const state& st, std::size_t r) {
+    const std::int64_t crowd = st.level_excess(r);
+    return crowd > 0 ? (std::int64_t{1} << 62) + crowd : st.excess(r);
+  }
+
+  // Up to `m` ranks other than `skip` with the most room, most first (ties: lower rank).
+  void roomiest(const state& st, std::size_t m, std::size_t skip, std::vector<std::size_t>& out) {
+    out.clear();
+    std::vector<std::pair<std::int64_t, std::int64_t>>& kept = scratch_entries_;
+    kept.clear();
+    while (!room_heap_.empty() && out.size() < m) {
+      const auto e = room_heap_.top();
+      room_heap_.pop();
+      const auto r = static_cast<std::size_t>(-e.second);
+      if (e.first != st.limit - st.load[r] || e.first <= 0) {
+        continue; // stale
+      }
+      if (!out.empty() && out.back() == r) {
+        continue; // duplicate entry
+      }
+      kept.push_back(e);
+      if (r != skip) {
+        out.push_back(r);
+      }
+    }
+    for (const auto& e : kept) {
+      room_heap_.push(e);
+    }
+  }
+
+  struct candidate {
+    std::int64_t full = 0;  // 1 when the swap ends r's excess without overloading the partner
+    std::int64_t gain = 0;  // excess removed from the system
+    std::int64_t delta = 0; // moved-bytes change
+    std::size_t x = 0, y = 0;
+  };
+
+  // Full fixes first, the one moving the fewest bytes. Among partial fixes the largest gain,
+  // then the fewest bytes: a rank no swap fixes outright gets there in the fewest steps; or, with
+  // `by_bytes` (level repairs, and few levels), the fewest bytes, then the largest gain. Ties by
+  // ids.
+  static bool better(const candidate& a, const candidate& b, bool by_bytes) {
+    if (a.full != b.full) {
+      return a.full > b.full;
+    }
+    if (a.full == 1 || by_bytes) {
+      return std::tie(a.delta, b.gain, a.x, a.y) < std::tie(b.delta, a.gain, b.x, b.y);
+    }
+    return std::tie(b.gain, a.delta, a.x, a.y) < std::tie(a.gain, b.delta, b.x, b.y);
+  }
+
+  // Swaps that lower rank r's excess (levels first, then load); the partners join changed_.
+  bool repair_step(state& st, std::size_t r) {
+    const std::int64_t exc = st.excess(r);
+    const bool crowded = st.level_excess(r) > 0;
+    // With few levels a step is cheap: partial fixes go by bytes, one swap at a time, which
+    // moves the fewest bytes, unless the rank has taken many steps already. With many levels
+    // each step reads O(k) and a rank may need hundreds of them: partial fixes go by gain, and
+    // batches of swaps take the fewest steps.
+    const bool careful = st.k < bold_from_levels && steps_on_[r] <= careful_rank_steps;
+    // The lowest crowded level: a pack at or below it must leave for one above it.
+    std::int32_t crowded_level = -1;
+    if (crowded) {
+      std::int32_t prefix = 0;
+      for (std::size_t j = 0; j < st.k; ++j) {
+        prefix += st.cnt[r * st.k + j];
+        if (prefix > static_cast<std::int32_t>(j) + 1) {
+          crowded_level = static_cast<std::int32_t>(j);
+          break;
+        }
+      }
+    }
+    bool found = false;
+    candidate best;
+    const auto consider = [&](std::size_t x, std::size_t y) {
+      ++st.work;
+      const auto s2 = static_cast<std::size_t>(st.pk[y].rank);
+      if (s2 == r) {
+        return;
+      }
+      if (crowded ? (st.pk[x].level > crowded_level || st.pk[y].level <= crowded_level)
+                  : st.pk[y].cost >= st.pk[x].cost) {
+        return;
+      }
+      const std::int64_t d = st.pk[x].cost - st.pk[y].cost;
+      const std::int64_t before = exc + st.excess(s2);
+      const std::int64_t after = std::max<std::int64_t>(0, st.load[r] - d - st.limit) +
+                                 std::max<std::int64_t>(0, st.load[s2] + d - st.limit);
+      if (!crowded && after >= before) {
+        return;
+      }
+      candidate c;
+      c.full = (st.load[r] - d <= st.limit && st.load[s2] + d <= st.limit) ? 1 : 0;
+      c.gain = before - after;
+      c.delta = st.swap_delta(x, r, y, s2);
+      c.x = x;
+      c.y = y;
+      // The level check is the costly part: only for a candidate that would win.
+      if ((found && !better(c, best, crowded || careful)) ||
+          !st.level_room(s2, st.pk[x].level, st.pk[y].level)) {
+        return;
+      }
+      best = c;
+      found = true;
+    };
+    // A full fix that moves no more bytes cannot be beaten by much: stop looking.
+    const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
+    pick_(st, r, exc, crowded_level, tuning_.repair_picks);
+    roomiest(st, static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
+    // The roomiest ranks first: most fixes need a partner with room. Both ranks' packs by level
+    // (`level_table`): outside level repairs, for each level of the partner's packs, r's packs of
+    // that level and of the levels below it that the partner can take in its place (see
+    // level_room); for a level repair, the most expensive pack the partner holds above the
+    // crowded level (it overloads the partner least), for each pick.
+    st.ensure_levels(); // built once a repair needs them: many batches need no step
+    level_table(st, r, mine_);
+    for (const std::size_t s2 : scratch_ranks_) {
+      level_table(st, s2, theirs_);
+      if (crowded) {
+        for (const auto& e : theirs_) {
+          if (static_cast<std::int32_t>(e.level) > crowded_level) {
+            for (const std::size_t x : pick_.picks) {
+              consider(x, e.hi);
+            }
+            break;
+          }
+        }
+        continue;
+      }
+      const std::int32_t* full = st.full_from(s2);
+      std::size_t below = 0; // mine_[below - 1]: r's last level <= the partner's level
+      for (const auto& e : theirs_) {
+        while (below < mine_.size() && mine_[below].level <= e.level) {
+          ++below;
+        }
+        // r's levels from the partner's down, at most `scan_limit` of them.
+        const std::size_t lowest = below > static_cast<std::size_t>(tuning_.scan_limit)
+                                       ? below - static_cast<std::size_t>(tuning_.scan_limit)
+                                       : 0;
+        for (std::size_t i = below; i-- > lowest;) {
+          const auto& m = mine_[i];
+          if (m.level != e.level && static_cast<std::size_t>(full[m.level]) < e.level) {
+            break; // nor any lower level: full_from is non-decreasing
+          }
+          ++st.work;
+          consider(m.hi, e.lo);
+          if (m.lo != m.hi || e.lo != e.hi) {
+            consider(m.lo, e.hi);
+            consider(m.hi, e.hi);
+            consider(m.lo, e.lo);
+          }
+        }
+      }
+    }
+    if (!settled()) {
+      index_search(st, exc, crowded, consider);
+    }
+    if (!crowded && (!found || best.full == 0)) {
+      if (!careful && batch_step(st, r, exc)) {
+        return true;
+      }
+      // Nothing with the roomiest ranks: four times as many of r's packs through the cost
+      // index, which reaches every rank (and, where levels have slack, packs of other levels).
+      pick_(st, r, exc, crowded_level, 4 * tuning_.repair_picks);
+      index_search(st, exc, crowded, consider);
+    }
+    if (!found) {
+      return false;
+    }
+    changed_.push_back(static_cast<std::size_t>(st.pk[best.y].rank));
+    st.swap_packs(best.x, best.y);
+    return true;
+  }
+
+  // Where no single swap fixes rank r: several same-level swaps at once, with the roomiest
+  // ranks. For each level r and a partner both hold, r's most expensive pack of it for the
+  // partner's cheapest (`mine_` as repair_step left it) gives one swap moving d. The swaps that
+  // move no bytes go first, largest d first, then the fewest bytes per unit of d; each is taken
+  // while r stays above the limit, its pack is still there and the partner stays within the
+  // limit. Once only swaps that move bytes are left, in a rank's first `careful_steps` steps one
+  // more ends the batch: the one that ends r's excess alone moving the fewest bytes, or else the
+  // one moving the fewest per unit of d; later (a rank that needs many steps) they are taken in
+  // order too, which takes far fewer steps for slightly more bytes.
+  // Same-level swaps keep every rank's level counts. O(m k log(m k)) for m partners. Where none
+  // fits a partner's room: the one swap that overloads a partner least, when that still lowers the
+  // total excess (the partner is repaired in its turn).
+  bool batch_step(state& st, std::size_t r, std::int64_t exc) {
+    swaps_.clear();
+    for (const std::size_t s2 : scratch_ranks_) {
+      if (st.load[s2] >= st.limit) {
+        continue;
+      }
+      level_table(st, s2, theirs_);
+      std::size_t i = 0;
+      for (const auto& e : theirs_) {
+        while (i < mine_.size() && mine_[i].level < e.level) {
+          ++i;
+        }
+        if (i < mine_.size() && mine_[i].level == e.level &&
+            st.pk[e.lo].cost < st.pk[mine_[i].hi].cost) {
+          const std::size_t x = mine_[i].hi;
+          swaps_.push_back(
+              {st.pk[x].cost - st.pk[e.lo].cost, st.swap_delta(x, r, e.lo, s2), x, e.lo, s2});
+        }
+      }
+    }
+    st.work += static_cast<std::int64_t>(swaps_.size());
+    std::sort(swaps_.begin(), swaps_.end(), [](const batch_swap& a, const batch_swap& b) {
+      const bool a_free = a.delta <= 0;
+      const bool b_free = b.delta <= 0;
+      if (a_free != b_free) {
+        return a_free;
+      }
+      if (a_free) {
+        return std::tie(b.d, a.delta, a.x, a.y) < std::tie(a.d, b.delta, b.x, b.y);
+      }
+      const int c = compare_products(a.delta, b.d, b.delta, a.d);
+      return c != 0 ? c < 0 : std::tie(a.x, a.y) < std::tie(b.x, b.y);
+    });
+    const auto usable = [&](const batch_swap& sw) {
+      return st.pk[sw.x].rank == static_cast<std::int32_t>(r) &&
+             st.pk[sw.y].rank == static_cast<std::int32_t>(sw.partner) &&
+             st.load[sw.partner] + sw.d <= st.limit;
+    };
+    bool any = false;
+    for (std::size_t i = 0; i < swaps_.size() && st.load[r] > st.limit; ++i) {
+      if (!usable(swaps_[i])) {
+        continue;
+      }
+      // A swap that moves bytes while another usable one finishes the job: the one of those
+      // that moves the fewest bytes, and done.
+      if (swaps_[i].delta > 0 && steps_on_[r] <= careful_steps) {
+        const std::int64_t rest = st.load[r] - st.limit;
+        const batch_swap* finish = nullptr;
+        for (std::size_t j = i; j < swaps_.size(); ++j) {
+          const auto& sw = swaps_[j];
+          if (sw.d >= rest && usable(sw) &&
+              (finish == nullptr ||
+               std::tie(sw.delta, sw.x, sw.y) < std::tie(finish->delta, finish->x, finish->y))) {
+            finish = &sw;
+          }
+        }
+        st.work += static_cast<std::int64_t>(swaps_.size() - i);
+        // Else the one moving the fewest bytes per unit of d, alone: the next step weighs the
+        // rest again, with what the swap changed.
+        const batch_swap& take = finish != nullptr ? *finish : swaps_[i];
+        st.swap_packs(take.x, take.y);
+        changed_.push_back(take.partner);
+        return true;
+      }
+      st.swap_packs(swaps_[i].x, swaps_[i].y);
+      changed_.push_back(swaps_[i].partner);
+      any = true;
+    }
+    if (any) {
+      return true;
+    }
+    const batch_swap* least = nullptr;
+    std::int64_t least_over = 0;
+    for (const auto& sw : swaps_) {
+      const std::int64_t over = sw.d - (st.limit - st.load[sw.partner]);
+      if (over < std::min(sw.d, exc) &&
+          (least == nullptr || std::tie(over, sw.delta, sw.x, sw.y) <
+                                   std::tie(least_over, least->delta, least->x, least->y))) {
+        least = &sw;
+        least_over = over;
+      }
+    }
+    if (least == nullptr) {
+      return false;
+    }
+    st.swap_packs(least->x, least->y);
+    changed_.push_back(least->partner);
+    return true;
+  }
+
+  // Rank r's packs by level: for every level it holds, ascending, its cheapest and its most
+  // expensive pack there (ties: the lower id). O(k).
+  struct level_entry {
+    std::size_t level, lo, hi;
+  };
+  void level_table(state& st, std::size_t r, std::vector<level_entry>& out) {
+    out.clear();
+    const std::int32_t* cnt = &st.cnt[r * st.k];
+    for (std::size_t l = 0; l < st.k; ++l) {
+      if (cnt[l] == 0) {
+        continue;
+      }
+      level_entry e{l, st.n, st.n};
+      for (std::int32_t y = st.at_level[r * st.k + l]; y >= 0;
+           y = st.next_at_level[static_cast<std::size_t>(y)]) {
+        const auto p = static_cast<std::size_t>(y);
+        // Internal ids run by cost descending, ties by input id.
+        e.hi = e.hi == st.n || p < e.hi ? p : e.hi;
+        e.lo = e.lo == st.n || st.pk[p].cost < st.pk[e.lo].cost ||
+                       (st.pk[p].cost == st.pk[e.lo].cost && p < e.lo)
+                   ? p
+                   : e.lo;
+      }
+      out.push_back(e);
+    }
+    st.work += static_cast<std::int64_t>(st.k / 16 + st.used[r]); // the counts in sequence
+  }
+
+  // Sign of a * b - c * d for non-negative operands, exactly (128-bit products).
+  static int compare_products(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+    std::uint64_t ab_hi = 0;
+    std::uint64_t ab_lo = 0;
+    std::uint64_t cd_hi = 0;
+    std::uint64_t cd_lo = 0;
+    mul_64x64(static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b), ab_hi, ab_lo);
+    mul_64x64(static_cast<std::uint64_t>(c), static_cast<std::uint64_t>(d), cd_hi, cd_lo);
+    if (ab_hi != cd_hi) {
+      return ab_hi < cd_hi ? -1 : 1;
+    }
+    return ab_lo == cd_lo ? 0 : (ab_lo < cd_lo ? -1 : 1);
+  }
+
+  // Partners for the picked packs through the cost index: a full fix needs cost(y) <= cost(x) -
+  // exc; scan downward from there (growing difference), then upward toward cost(x) (partial
+  // fixes), and, where x's level has no slack, the cheapest packs of its level (the largest
+  // partial fixes).
+  template <class Consider>
+  void index_search(state& st, std::int64_t exc, bool crowded, Consider&& consider) {
+    std::int64_t max_room = 0;
+    if (!crowded) {
+      roomiest(st, 1, st.dp, roomiest_one_); // scratch_ranks_ still lists the partners
+      max_room = roomiest_one_.empty() ? 0 : st.limit - st.load[roomiest_one_[0]];
+    }
+    const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
+    for (const std::size_t x : pick_.picks) {
+      const std::int64_t want = st.pk[x].cost - std::max<std::int64_t>(exc, 1);
+      const auto split = static_cast<std::size_t>(
+          std::upper_bound(st.sorted_cost.begin(), st.sorted_cost.end(), want) -
+          st.sorted_cost.begin());
+      // The cost index holds each level contiguously. Where no rank holds fewer than l + 1
+      // packs of level <= l (no slack), only packs of x's own level can trade places with it.
+      // No rank can absorb more than the largest room, so larger differences are never useful
+      // (outside level repairs, which may overload a partner).
+      const auto level = static_cast<std::size_t>(st.pk[x].level);
+      const std::size_t lb = st.level_begin[level];
+      const std::size_t le = st.level_end[level];
+      const std::int64_t reach = crowded ? st.pk[x].cost : max_room;
+      // Full fixes of x's level: downward from the split, growing difference.
+      const std::size_t level_split = std::min(std::max(split, lb), le);
+      for (std::size_t step = 0; step < limit && level_split - step > lb; ++step) {
+        const auto y = static_cast<std::size_t>(st.by_cost(level_split - 1 - step));
+        if (st.pk[x].cost - st.pk[y].cost > reach) {
+          break;
+        }
+        consider(x, y);
+      }
+      // Where the level has slack, across levels too: the cheaper packs of later levels, below
+      // x's level's stretch.
+      if (crowded || st.slack[level] != 0) {
+        for (std::size_t step = 0, i2 = std::min(split, lb); step < limit && i2 > 0; --i2, ++step) {
+          const auto y = static_cast<std::size_t>(st.by_cost(i2 - 1));
+          if (st.pk[x].cost - st.pk[y].cost > reach) {
+            break;
+          }
+          consider(x, y);
+        }
+      }
+      // Partial fixes: upward from the split toward cost(x), and the cheapest packs of x's level
+      // (the largest differences).
+      const auto first_partial =
+          std::max(split, static_cast<std::size_t>(std::lower_bound(st.sorted_cost.begin(),
+                                                                    st.sorted_cost.end(),
+                                                                    st.pk[x].cost - reach) -
+                                                   st.sorted_cost.begin()));
+      for (std::size_t i2 = first_partial, step = 0; i2 < st.n && step < limit / 2; ++i2, ++step) {
+        if (st.sorted_cost[i2] >= st.pk[x].cost) {
+          break;
+        }
+        consider(x, static_cast<std::size_t>(st.by_cost(i2)));
+      }
+      for (std::size_t i2 = lb; i2 < std::min(le, lb + limit / 2); ++i2) {
+        if (st.sorted_cost[i2] >= st.pk[x].cost) {
+          break;
+        }
+        consider(x, static_cast<std::size_t>(st.by_cost(i2)));
+      }
+    }
+  }
+
+  tuning tuning_{};
+  std::vector<std::size_t> scratch_ranks_;
+  std::vector<std::size_t> roomiest_one_; // see index_search
+  pack_picker pick_;
+  chain_search chain_;
+  std::vector<std::size_t> changed_;   // the ranks a step changed
+  std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
+  static constexpr std::int32_t careful_steps = 2;
+  static constexpr std::size_t bold_from_levels = 64;
+  static constexpr std::int32_t careful_rank_steps = 8;
+  struct batch_swap {
+    std::int64_t d, delta;
+    std::size_t x, y, partner;
+  };
+  std::vector<batch_swap> swaps_;          // see batch_step()
+  std::vector<level_entry> mine_, theirs_; // see level_table()
+  std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
+  // A max-heap of (key, -rank) that keeps its memory when cleared.
+  struct heap : std::priority_queue<std::pair<std::int64_t, std::int64_t>> {
+    void clear() { c.clear(); }
+  };
+  heap over_heap_; // (excess key, -rank), lazy: see run()
+  heap room_heap_; // (room, -rank), lazy
+};
+
+} // namespace packswap::detail::stage2

@@ -1,0 +1,443 @@
+#pragma once
+
+#include "packswap/batch.hpp"
+#include "packswap/detail/prefetch.hpp"
+#include "packswap/detail/sort.hpp"
+#include "packswap/refine/topology.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace packswap::detail::stage2 {
+
+/// Knobs of one attempt of stage 2 (see `home_first`); the refiner tries a few.
+struct tuning {
+  /// The pinning band, as per-mille quantiles of all costs: a rank with f free slots keeps
+  /// capacity between f * q(low) and f * q(high).
+  std::int32_t band_low_permille = 50;
+  std::int32_t band_high_permille = 950;
+  /// Cost-index entries scanned per pack when searching a repair swap.
+  std::int32_t scan_limit = 16;
+  /// Repair swaps allowed, per pack of the batch, before the attempt gives up.
+  std::int32_t repair_swaps_per_pack = 2;
+  /// Passes of the bring-home step.
+  std::int32_t home_passes = 1;
+  /// Ranks with the most room tried as partners of every repair swap.
+  std::int32_t roomy_partners = 8;
+  /// Sweeps of the re-deal step over all levels.
+  std::int32_t redeal_sweeps = 2;
+  /// Packs of a rank above the limit tried per repair step, of each kind (see
+  /// repair_phase::pick): those that can shed its excess, and those that can shed the most.
+  std::int32_t repair_picks = 16;
+  /// Rounds in which ranks stuck far below the limit unlock one home pack each.
+  std::int32_t unlock_rounds = 4;
+  /// Times a rank the repair cannot fix gives up all its pins before the attempt fails.
+  std::int32_t stuck_rounds = 4;
+  /// Where no single swap helps a rank, try two swaps in a chain (`chain_search`): a wider
+  /// search, for the attempt made after the others failed.
+  bool chains = false;
+  /// Chains allowed per repair.
+  std::int32_t chain_steps = 256;
+  /// Packs tried per rank of a chain (of each kind, see repair_phase::pick) and cost-index
+  /// entries on each side of the target per pack: a chain search weighs up to
+  /// (2 chain_picks 2 chain_width)^2 pairs of swaps.
+  std::int32_t chain_picks = 16;
+  std::int32_t chain_width = 8;
+};
+
+/// What every phase of stage 2 reads and changes: the batch (fixed by `prepare`) and the current
+/// placement of its packs (reset by every attempt).
+///
+/// Packs are numbered by cost descending (internal id i is `order[i]`), so the passes that walk
+/// the packs of a level, or all packs by cost, read their per-pack arrays in sequence; the cost
+/// index (ascending cost) is the internal ids backwards.
+///
+/// Levels: with the caps `caps[j]` non-increasing, level(p) is the last j with caps[j] >=
+/// cost(p). A rank may hold at most j + 1 packs of level <= j, for every j: then its packs sorted
+/// by cost descending sit at or below the caps, and dealing them to micro-steps in that order
+/// keeps every micro-step's maximum within its cap (A <= sum(caps)). Every phase keeps this
+/// for every rank, except where the repair's comment says otherwise.
+///
+/// Costs: prepare() O(n log k) (each rank's own packs sorted by bytes); place, unplace and
+/// swap_packs O(1); full_from(r) O(k) when r's level counts changed since its last call (a
+/// swap across levels), else O(1); index_levels() O(n + dp k).
+struct state {
+  // How far ahead the passes over packs in input order fetch pack records.
+  static constexpr std::size_t prefetch_distance = 8;
+
+  // Takes a new batch, reusing the memory of earlier ones: `order` lists pack ids by cost
+  // descending (ties by id), `caps` the micro-step caps (non-increasing), `b_limit` the limit on
+  // every rank's load.
+  void prepare(span<const pack_meta> packs, const shape& s, const topology& topo,
+               span<const std::int64_t> caps, std::int64_t b_limit,
+               span<const std::int32_t> order) {
+    dp = static_cast<std::size_t>(s.dp);
+    k = static_cast<std::size_t>(s.ga);
+    n = packs.size();
+    limit = b_limit;
+    work = 0;
+    work_limit = std::numeric_limits<std::int64_t>::max();
+    node.resize(dp);
+    for (std::size_t r = 0; r < dp; ++r) {
+      node[r] = topo.node(static_cast<std::int32_t>(r));
+    }
+    inter_weight = topo.inter_node_weight();
+    // Ranks grouped by node (counting sort), for the bring-home step.
+    std::int32_t nodes = 0;
+    for (const auto nd : node) {
+      nodes = std::max(nodes, nd + 1);
+    }
+    multi_node = nodes > 1;
+    node_start.assign(static_cast<std::size_t>(nodes) + 1, 0);
+    for (const auto nd : node) {
+      ++node_start[static_cast<std::size_t>(nd) + 1];
+    }
+    for (std::size_t i = 0; i + 1 < node_start.size(); ++i) {
+      node_start[i + 1] += node_start[i];
+    }
+    node_ranks.resize(dp);
+    {
+      auto pos = node_start;
+      for (std::size_t r = 0; r < dp; ++r) {
+        node_ranks[pos[static_cast<std::size_t>(node[r])]++] = r;
+      }
+    }
+    input_id.assign(order.begin(), order.end());
+    internal_id.resize(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      if (p + prefetch_distance < n) {
+        prefetch(&internal_id[static_cast<std::size_t>(input_id[p + prefetch_distance])]);
+      }
+      internal_id[static_cast<std::size_t>(input_id[p])] = static_cast<std::int32_t>(p);
+    }
+    // One pass in cost order: records, level counts, own-pack counts, the cost index. Costs fall
+    // as ids rise, so levels only rise: one walk down the caps.
+    pk.resize(n);
+    sorted_cost.resize(n);
+    auto& per_level = level_count;
+    per_level.assign(k, 0);
+    own_first.assign(dp + 1, 0);
+    std::size_t level = 0;
+    total_cost = 0;
+    for (std::size_t p = 0; p < n; ++p) {
+      if (p + prefetch_distance < n) {
+        prefetch(&packs[static_cast<std::size_t>(input_id[p + prefetch_distance])]);
+      }
+      const auto& m = packs[static_cast<std::size_t>(input_id[p])];
+      // The last j with caps[j] >= cost; caps[0] bounds every cost by construction.
+      while (level + 1 < k && caps[level + 1] >= m.cost) {
+        ++level;
+      }
+      pk[p] = {m.cost, m.bytes, m.source_rank, static_cast<std::int32_t>(level), -1, -1};
+      sorted_cost[n - 1 - p] = m.cost;
+      total_cost += m.cost;
+      ++per_level[level];
+      ++own_first[static_cast<std::size_t>(m.source_rank) + 1];
+    }
+    // Slack of level j: how many ranks may end with fewer than j + 1 packs of level <= j. Zero
+    // where no costs tie across a chunk boundary, which forces one pack per chunk on every rank.
+    // Levels rise with ids, so level j is ids [prefix before j, prefix after j): one stretch of
+    // the cost index, read backwards.
+    slack.assign(k, 0);
+    level_begin.assign(k, 0);
+    level_end.assign(k, 0);
+    {
+      std::int64_t prefix = 0;
+      for (std::size_t j = 0; j < k; ++j) {
+        const auto first_id = static_cast<std::size_t>(prefix);
+        prefix += per_level[j];
+        slack[j] = static_cast<std::int64_t>(dp) * static_cast<std::int64_t>(j + 1) - prefix;
+        if (per_level[j] > 0) {
+          level_begin[j] = n - static_cast<std::size_t>(prefix);
+          level_end[j] = n - first_id;
+        }
+      }
+    }
+    // Each rank's own packs by bytes descending, ties by id: bucketed by home rank in id order,
+    // then each bucket (ga * mbs packs) sorted on its own.
+    for (std::size_t r = 0; r < dp; ++r) {
+      own_first[r + 1] += own_first[r];
+    }
+    {
+      // (bytes, id) pairs, so the sorts read no pack records.
+      auto& bucket = own_bytes;
+      bucket.resize(n);
+      auto& pos = rank_pos;
+      pos.assign(own_first.begin(), own_first.end() - 1);
+      for (std::size_t p = 0; p < n; ++p) {
+        if (p + prefetch_distance < n) {
+          // Where that pack's entry will go, give or take the entries of its rank before it.
+          prefetch(&bucket[pos[src(p + prefetch_distance)]]);
+        }
+        bucket[pos[src(p)]++] = {pk[p].bytes, static_cast<std::int32_t>(p)};
+      }
+      for (std::size_t r = 0; r < dp; ++r) {
+        const std::size_t size = own_first[r + 1] - own_first[r];
+        stable_sort_desc(bucket.data() + own_first[r], size, own_sort,
+                         [](const std::pair<std::int64_t, std::int32_t>& e) { return e.first; });
+      }
+      own.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        own[i] = bucket[i].second;
+      }
+    }
+  }
+
+  // Weight of one byte computed on rank r that comes from rank h.
+  std::int64_t weight(std::size_t h, std::size_t r) const {
+    if (h == r) {
+      return 0;
+    }
+    return multi_node && node[h] != node[r] ? inter_weight : 1;
+  }
+
+  // Weighted bytes of pack p when it is computed on rank r.
+  std::int64_t away(std::size_t p, std::size_t r) const { return weight(src(p), r) * pk[p].bytes; }
+
+  std::size_t src(std::size_t p) const { return static_cast<std::size_t>(pk[p].home); }
+
+  // The pack at position i of the cost index (ascending cost): internal ids run by cost
+  // descending, so the index is the ids backwards.
+  std::int32_t by_cost(std::size_t i) const { return static_cast<std::int32_t>(n - 1 - i); }
+
+  // Can rank r take a pack of level `in` while giving up one of level `out` (none when out < 0)?
+  // Only the prefixes [in, out) grow, and each must stay <= j + 1.
+  bool level_room(std::size_t r, std::int32_t in, std::int32_t out) {
+    if (out >= 0 && out <= in) {
+      return true; // no prefix grows
+    }
+    const auto end = out < 0 ? k : static_cast<std::size_t>(out);
+    return static_cast<std::size_t>(full_from(r)[in]) >= end;
+  }
+
+  // full_from(r)[j]: the lowest level j' >= j at which rank r's prefix is full (it holds j' + 1
+  // packs of level <= j'), or k. Rebuilt on demand after r's level counts change; the searches
+  // ask far more often than packs move.
+  const std::int32_t* full_from(std::size_t r) {
+    std::int32_t* f = &full[r * k];
+    if (full_stale[r] != 0) {
+      full_stale[r] = 0;
+      std::int32_t prefix = 0;
+      for (std::size_t j = 0; j < k; ++j) {
+        prefix += cnt[r * k + j];
+        f[j] = prefix >= static_cast<std::int32_t>(j) + 1 ? static_cast<std::int32_t>(j) : -1;
+      }
+      std::int32_t next = static_cast<std::int32_t>(k);
+      for (std::size_t j = k; j-- > 0;) {
+        next = f[j] >= 0 ? f[j] : next;
+        f[j] = next;
+      }
+    }
+    return f;
+  }
+
+  // Empties every rank. The packs' places and locks are cleared by pin(), rank by rank, as it
+  // reads the records anyway; nothing reads a rank's items past its used ones, nor full before
+  // rebuilding it.
+  void reset() {
+    locked.resize(n);
+    items.resize(dp * k);
+    item_home.resize(dp * k);
+    item_level.resize(dp * k);
+    used.assign(dp, 0);
+    load.assign(dp, 0);
+    cnt.assign(dp * k, 0);
+    full.resize(dp * k);
+    full_stale.assign(dp, 1);
+    levels_live = false;
+  }
+
+  void place(std::size_t p, std::size_t r) {
+    pk[p].rank = static_cast<std::int32_t>(r);
+    pk[p].slot = static_cast<std::int32_t>(used[r]);
+    items[r * k + used[r]] = static_cast<std::int32_t>(p);
+    item_home[r * k + used[r]] = pk[p].home;
+    item_level[r * k + used[r]] = pk[p].level;
+    ++used[r];
+    load[r] += pk[p].cost;
+    ++cnt[r * k + static_cast<std::size_t>(pk[p].level)];
+    full_stale[r] = 1;
+  }
+
+  void unplace(std::size_t p) {
+    const auto r = static_cast<std::size_t>(pk[p].rank);
+    const auto s = static_cast<std::size_t>(pk[p].slot);
+    const auto last = static_cast<std::size_t>(items[r * k + used[r] - 1]);
+    items[r * k + s] = static_cast<std::int32_t>(last);
+    item_home[r * k + s] = item_home[r * k + used[r] - 1];
+    item_level[r * k + s] = item_level[r * k + used[r] - 1];
+    pk[last].slot = static_cast<std::int32_t>(s);
+    --used[r];
+    load[r] -= pk[p].cost;
+    --cnt[r * k + static_cast<std::size_t>(pk[p].level)];
+    full_stale[r] = 1;
+    pk[p].rank = -1;
+    pk[p].slot = -1;
+  }
+
+  // Exchanges pack x (on rank a) with pack y (on rank b).
+  void swap_packs(std::size_t x, std::size_t y) {
+    const auto a = static_cast<std::size_t>(pk[x].rank);
+    const auto b = static_cast<std::size_t>(pk[y].rank);
+    std::swap(items[a * k + static_cast<std::size_t>(pk[x].slot)],
+              items[b * k + static_cast<std::size_t>(pk[y].slot)]);
+    std::swap(item_home[a * k + static_cast<std::size_t>(pk[x].slot)],
+              item_home[b * k + static_cast<std::size_t>(pk[y].slot)]);
+    std::swap(item_level[a * k + static_cast<std::size_t>(pk[x].slot)],
+              item_level[b * k + static_cast<std::size_t>(pk[y].slot)]);
+    std::swap(pk[x].slot, pk[y].slot);
+    pk[x].rank = static_cast<std::int32_t>(b);
+    pk[y].rank = static_cast<std::int32_t>(a);
+    const std::int64_t d = pk[x].cost - pk[y].cost;
+    load[a] -= d;
+    load[b] += d;
+    if (pk[x].level != pk[y].level) { // a same-level swap changes no level count
+      --cnt[a * k + static_cast<std::size_t>(pk[x].level)];
+      ++cnt[a * k + static_cast<std::size_t>(pk[y].level)];
+      --cnt[b * k + static_cast<std::size_t>(pk[y].level)];
+      ++cnt[b * k + static_cast<std::size_t>(pk[x].level)];
+      full_stale[a] = 1;
+      full_stale[b] = 1;
+    }
+    if (levels_live) {
+      unlink(x, a);
+      unlink(y, b);
+      link(x, b);
+      link(y, a);
+    }
+  }
+
+  // The packs of every rank by level, as doubly linked lists: at_level[r * k + l] heads rank r's
+  // packs of level l, linked by next_at_level (-1 ends the list). Built here in O(n + dp k);
+  // swap_packs() keeps them up to date until `levels_live` is cleared (place/unplace and the
+  // re-deal's writes do not).
+  void index_levels() {
+    at_level.assign(dp * k, -1);
+    next_at_level.resize(n);
+    prev_at_level.resize(n);
+    for (std::size_t r = 0; r < dp; ++r) {
+      for (std::size_t i = used[r]; i-- > 0;) {
+        link(static_cast<std::size_t>(items[r * k + i]), r);
+      }
+    }
+    levels_live = true;
+  }
+
+  // The level lists, built now unless swap_packs() has kept them since they were.
+  void ensure_levels() {
+    if (!levels_live) {
+      index_levels();
+      work += static_cast<std::int64_t>(n + dp);
+    }
+  }
+
+  void link(std::size_t p, std::size_t r) {
+    std::int32_t& head = at_level[r * k + static_cast<std::size_t>(pk[p].level)];
+    prev_at_level[p] = -1;
+    next_at_level[p] = head;
+    if (head >= 0) {
+      prev_at_level[static_cast<std::size_t>(head)] = static_cast<std::int32_t>(p);
+    }
+    head = static_cast<std::int32_t>(p);
+  }
+
+  void unlink(std::size_t p, std::size_t r) {
+    const std::int32_t before = prev_at_level[p];
+    const std::int32_t after = next_at_level[p];
+    if (before >= 0) {
+      next_at_level[static_cast<std::size_t>(before)] = after;
+    } else {
+      at_level[r * k + static_cast<std::size_t>(pk[p].level)] = after;
+    }
+    if (after >= 0) {
+      prev_at_level[static_cast<std::size_t>(after)] = before;
+    }
+  }
+
+  // Per-level quantile of costs (per mille), from the cost index where each level is contiguous.
+  std::vector<std::int64_t> level_quantile(std::int32_t permille) const {
+    std::vector<std::int64_t> q(k, 0);
+    for (std::size_t l = 0; l < k; ++l) {
+      if (level_end[l] > level_begin[l]) {
+        q[l] = sorted_cost[level_begin[l] + (level_end[l] - level_begin[l] - 1) *
+                                                static_cast<std::size_t>(permille) / 1000];
+      }
+    }
+    return q;
+  }
+
+  // Levels a rank breaks: the largest amount by which a prefix exceeds j + 1.
+  std::int32_t level_excess(std::size_t r) const {
+    std::int32_t prefix = 0;
+    std::int32_t worst = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+      prefix += cnt[r * k + j];
+      worst = std::max(worst, prefix - static_cast<std::int32_t>(j) - 1);
+    }
+    return worst;
+  }
+
+  std::int64_t excess(std::size_t r) const { return std::max<std::int64_t>(0, load[r] - limit); }
+
+  // Moved-bytes change if x (on a) and y (on b) trade places.
+  std::int64_t swap_delta(std::size_t x, std::size_t a, std::size_t y, std::size_t b) const {
+    return away(x, b) - away(x, a) + away(y, a) - away(y, b);
+  }
+
+  // The batch.
+  std::size_t dp = 0, k = 0, n = 0; // ranks, micro-steps (= levels), packs
+  std::int64_t limit = 0;           // on every rank's load (B)
+  std::int64_t total_cost = 0;
+  std::vector<std::int32_t> node; // node of every rank
+  std::int64_t inter_weight = 1;
+  bool multi_node = false;
+  std::vector<std::size_t> node_start; // ranks of node i: node_ranks[node_start[i] ..]
+  std::vector<std::size_t> node_ranks;
+  std::vector<std::int32_t> input_id;    // input id of every pack; internal ids follow `order`
+  std::vector<std::int32_t> internal_id; // the inverse
+  // What every pass reads of a pack, in one 32-byte record instead of six arrays: one cache
+  // line read per pack, not six.
+  struct pack_state {
+    std::int64_t cost = 0;
+    std::int64_t bytes = 0;
+    std::int32_t home = 0;  // source rank
+    std::int32_t level = 0; // see the struct comment
+    std::int32_t rank = -1; // where it is now (-1: unplaced)
+    std::int32_t slot = -1; // its item index there
+  };
+  std::vector<pack_state> pk;            // by internal id
+  std::vector<std::int32_t> own;         // rank r's own packs by bytes descending, ties by id:
+  std::vector<std::size_t> own_first;    // own[own_first[r] .. own_first[r + 1] - 1]
+  std::vector<std::int64_t> sorted_cost; // cost of by_cost(i)
+  std::vector<std::int64_t> slack;       // per level, see prepare()
+  std::vector<std::size_t> level_begin, level_end; // level l: by_cost(begin .. end - 1)
+
+  // The placement.
+  std::vector<std::int32_t> items;      // rank r's packs: items[r * k .. r * k + used[r] - 1]
+  std::vector<std::int32_t> item_home;  // their source ranks, so scans skip home packs unread
+  std::vector<std::int32_t> item_level; // and their levels, so scans test levels unread
+  std::vector<std::size_t> used;
+  std::vector<std::int64_t> load;
+  std::vector<std::int32_t> cnt;  // cnt[r * k + j]: rank r's packs of level j
+  std::vector<std::int32_t> full; // see full_from()
+  std::vector<char> full_stale;
+  std::vector<char> locked; // pinned home packs the re-deal leaves alone
+  std::vector<std::int32_t> at_level, next_at_level, prev_at_level; // see index_levels()
+  bool levels_live = false;
+
+  // Work: the candidates and items the searches read, counted so that a solve can stop at a
+  // bound every rank reaches at the same point (never a clock). out_of_work() once past it.
+  std::int64_t work = 0;
+  std::int64_t work_limit = std::numeric_limits<std::int64_t>::max();
+  bool out_of_work() const { return work > work_limit; }
+
+  // Working memory of prepare(), kept between batches.
+  std::vector<std::int64_t> level_count;
+  std::vector<std::pair<std::int64_t, std::int32_t>> own_bytes, own_sort;
+  std::vector<std::size_t> rank_pos;
+};
+
+} // namespace packswap::detail::stage2
