@@ -41,9 +41,11 @@ struct solution {
   /// Work of stage 2's searches: swap candidates weighed and pack records read (0 with a custom
   /// refiner or mbs > 1). A count, never a clock, so every rank gets the same plan.
   std::int64_t stage2_work = 0;
-  /// Whether stage 2's search stopped at its deterministic work bound (32 per pack plus 2^19).
-  /// Then stage 2 answers with stage 1's ranks renamed and packs brought home within stage 1's
-  /// balance: A and B as stage 1's, so A == LB_A (mbs = 1) and B <= (1 + eps) B_KK still hold.
+  /// Whether stage 2's search stopped at its deterministic work bound (32 per pack plus 2^19),
+  /// or gave up before it because its repair, at the pace it had gone, could not have ended
+  /// within it (also a count, never a clock). Then stage 2 answers with stage 1's ranks renamed and
+  /// packs brought home within stage 1's balance: A and B as stage 1's, so A == LB_A (mbs = 1) and
+  /// B <= (1 + eps) B_KK still hold.
   bool stage2_bounded = false;
 };
 

@@ -175,3 +175,30 @@ TEST_CASE("stage 2's work stays under its bound on the stress set, and its answe
   CHECK(bounded > 0); // the bound is exercised
 #endif
 }
+
+TEST_CASE("a repair that cannot end within the work bound gives up early, keeping A and B") {
+  // Bimodal costs at eps = 0 with 4,096 ranks: the repair lowers the excess too slowly to end
+  // within the bound, and gives up at its pace (repair_phase::hopeless) well before it: the work
+  // reported, the fallback's included, stays below the search's bound alone. The answer is the
+  // fallback's, as at the bound.
+#ifdef PACKSWAP_TEST_SANITIZED
+  const int seeds = 0; // 65,536 packs: too slow under the sanitizers
+#else
+  const int seeds = 2;
+#endif
+  const shape s{4096, 16, 1};
+  for (int seed = 2; seed < 2 + seeds; ++seed) {
+    const auto packs =
+        test::stress::batch(s, test::stress::dist::bimodal, static_cast<std::uint64_t>(seed));
+    const auto sol = solve(packs, s, solve_options{});
+    INFO("seed=" << seed);
+    CHECK(sol.stage2_bounded);
+    CHECK(sol.stage2_work <
+          detail::stage2_work_per_pack * s.packs() + detail::stage2_work_constant);
+    CHECK(sol.balance.a == sol.balance.lb_a);
+    CHECK(sol.balance.b <= sol.stage1_b);
+    solve_options stage1;
+    stage1.refine = false;
+    CHECK(sol.movement.moved_bytes <= solve(packs, s, stage1).movement.moved_bytes);
+  }
+}

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace packswap {
@@ -24,16 +25,19 @@ struct movement_metrics {
 
 namespace detail {
 
-// Movement of a valid assignment, no validation. O(packs), plus a sort of the moved (source,
-// destination) pairs when `peers` is set.
+// Movement of a valid assignment, no validation. O(packs), plus O(moved packs + dp) to count
+// the distinct (source, destination) pairs when `peers` is set.
 inline movement_metrics movement_of(span<const pack_meta> packs, const assignment& a,
                                     std::int32_t dp, const topology& topo, bool peers) {
   movement_metrics m;
-  std::vector<std::int32_t> node(static_cast<std::size_t>(dp));
+  const auto ranks = static_cast<std::size_t>(dp);
+  std::vector<std::int32_t> node(ranks);
   for (std::int32_t r = 0; r < dp; ++r) {
     node[static_cast<std::size_t>(r)] = topo.node(r);
   }
-  std::vector<std::uint64_t> links;
+  // The moved packs' rank pairs (lower rank, higher rank), and how many have each lower rank.
+  std::vector<std::pair<std::int32_t, std::int32_t>> links;
+  std::vector<std::size_t> first(peers ? ranks + 1 : 0, 0);
   for (std::size_t p = 0; p < packs.size(); ++p) {
     const std::int32_t from = packs[p].source_rank;
     const std::int32_t to = a[p].rank;
@@ -44,25 +48,43 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
     const bool cross = node[static_cast<std::size_t>(from)] != node[static_cast<std::size_t>(to)];
     m.inter_node_bytes += keep_if(cross, packs[p].bytes); // a pack that stays crosses nothing
     if (peers && moved) {
-      const auto lo = static_cast<std::uint64_t>(std::min(from, to));
-      const auto hi = static_cast<std::uint64_t>(std::max(from, to));
-      links.push_back(lo * static_cast<std::uint64_t>(dp) + hi);
+      const std::int32_t lo = std::min(from, to);
+      links.emplace_back(lo, std::max(from, to));
+      ++first[static_cast<std::size_t>(lo) + 1];
     }
   }
   m.weighted_bytes = topo.weighted(m.moved_bytes - m.inter_node_bytes, m.inter_node_bytes);
   if (peers) {
-    // Each distinct pair of ranks that exchange anything is one peer of each.
-    std::sort(links.begin(), links.end());
-    links.erase(std::unique(links.begin(), links.end()), links.end());
-    std::vector<std::int32_t> count(static_cast<std::size_t>(dp), 0);
-    for (const auto link : links) {
-      ++count[static_cast<std::size_t>(link / static_cast<std::uint64_t>(dp))];
-      ++count[static_cast<std::size_t>(link % static_cast<std::uint64_t>(dp))];
+    // Each distinct pair of ranks that exchange anything is one peer of each: the higher ranks
+    // bucketed by the lower one (counting sort), each bucket's repeats skipped by a mark.
+    for (std::size_t r = 0; r < ranks; ++r) {
+      first[r + 1] += first[r];
+    }
+    std::vector<std::int32_t> higher(links.size());
+    {
+      auto pos = first;
+      for (const auto& [lo, hi] : links) {
+        higher[pos[static_cast<std::size_t>(lo)]++] = hi;
+      }
+    }
+    std::vector<std::int32_t> count(ranks, 0);
+    std::vector<std::size_t> marked_for(ranks, ranks); // the lower rank that last marked it
+    std::size_t distinct = 0;
+    for (std::size_t lo = 0; lo < ranks; ++lo) {
+      for (std::size_t i = first[lo]; i < first[lo + 1]; ++i) {
+        const auto hi = static_cast<std::size_t>(higher[i]);
+        if (marked_for[hi] != lo) {
+          marked_for[hi] = lo;
+          ++distinct;
+          ++count[lo];
+          ++count[hi];
+        }
+      }
     }
     for (const auto c : count) {
       m.max_peers = std::max(m.max_peers, c);
     }
-    m.mean_peers = 2.0 * static_cast<double>(links.size()) / static_cast<double>(dp);
+    m.mean_peers = 2.0 * static_cast<double>(distinct) / static_cast<double>(dp);
   }
   return m;
 }

@@ -146,7 +146,8 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   engine.prepare(packs, s, opt.topology, caps, limit, order);
   // The work bound: deterministic (every rank stops at the same point, whatever its speed),
   // proportional to the pack count. Past it no attempt starts and the answer is the fallback
-  // below, which keeps stage 1's balance.
+  // below, which keeps stage 1's balance. A repair that, at the pace it goes, could not end
+  // within it gives up the rest at once, with the same answer (see stage2::repair_phase).
   const auto n = static_cast<std::int64_t>(packs.size());
   engine.limit_work(stage2_work_per_pack * n + stage2_work_constant);
   home_first::tuning wide;

@@ -39,45 +39,98 @@ byte_totals bytes_of(span<const pack_meta> packs, const topology& topo, RankOf r
 /// order of the bytes they would keep, largest first (ties: lower column, then lower rank), each
 /// column and rank used once. Returns `a` unchanged when the renaming would not move fewer
 /// weighted bytes (under `topo`, saturated at the int64 maximum) than the names `a` already has.
-/// O(N log N). Validates its inputs.
+/// O(N log(ga mbs)) to sum and order each column's pairs, plus O(log dp) for every pair the
+/// greedy passes over (one per column, and one per pair whose rank was taken first: at most N).
+/// Validates its inputs.
 [[nodiscard]] inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s,
                                               assignment a, const topology& topo = {}) {
   validate_batch(packs, s);
   validate_assignment(a, s);
   topo.validate_for(s.dp);
   const auto dp = static_cast<std::size_t>(s.dp);
-  // (column, source rank) -> bytes kept if that column becomes that rank.
+  const std::size_t n = packs.size();
+  // The packs by column (counting sort), then each column's (source rank -> bytes kept) pairs,
+  // summed and ordered by bytes descending, ties by rank: the greedy's order within a column.
+  std::vector<std::size_t> first(dp + 1, 0);
+  for (std::size_t p = 0; p < n; ++p) {
+    ++first[static_cast<std::size_t>(a[p].rank) + 1];
+  }
+  for (std::size_t c = 0; c < dp; ++c) {
+    first[c + 1] += first[c];
+  }
+  std::vector<std::int32_t> by_column(n);
+  {
+    auto pos = first;
+    for (std::size_t p = 0; p < n; ++p) {
+      by_column[pos[static_cast<std::size_t>(a[p].rank)]++] = static_cast<std::int32_t>(p);
+    }
+  }
   struct pair_weight {
+    std::int64_t bytes;
+    std::int32_t rank;
+  };
+  std::vector<pair_weight> pairs(n); // column c's: pairs[first[c] .. end[c])
+  std::vector<std::size_t> end(dp);
+  std::vector<std::size_t> slot(dp, 0);  // where rank r's pair of the current column is
+  std::vector<std::size_t> seen(dp, dp); // the column that slot[r] belongs to
+  for (std::size_t c = 0; c < dp; ++c) {
+    std::size_t m = first[c];
+    for (std::size_t i = first[c]; i < first[c + 1]; ++i) {
+      const auto& pk = packs[static_cast<std::size_t>(by_column[i])];
+      const auto r = static_cast<std::size_t>(pk.source_rank);
+      if (seen[r] != c) {
+        seen[r] = c;
+        slot[r] = m;
+        pairs[m++] = {0, pk.source_rank};
+      }
+      pairs[slot[r]].bytes += pk.bytes;
+    }
+    end[c] = m;
+    std::sort(pairs.begin() + static_cast<std::ptrdiff_t>(first[c]),
+              pairs.begin() + static_cast<std::ptrdiff_t>(m),
+              [](const pair_weight& x, const pair_weight& y) {
+                return x.bytes > y.bytes || (x.bytes == y.bytes && x.rank < y.rank);
+              });
+  }
+  // The greedy over all pairs by (bytes descending, column, rank) is a merge of the columns'
+  // ordered lists: a heap holds each unassigned column's next pair; a pair whose rank is taken
+  // gives way to its column's next. A column is assigned at its first pair with a free rank.
+  struct head {
     std::int64_t bytes;
     std::int32_t column;
     std::int32_t rank;
+    std::size_t at; // its index in pairs
   };
-  std::vector<pair_weight> w;
-  w.reserve(packs.size());
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    w.push_back({packs[p].bytes, a[p].rank, packs[p].source_rank});
-  }
-  std::sort(w.begin(), w.end(), [](const pair_weight& x, const pair_weight& y) {
-    return std::tie(x.column, x.rank) < std::tie(y.column, y.rank);
-  });
-  std::vector<pair_weight> merged;
-  for (const auto& x : w) {
-    if (!merged.empty() && merged.back().column == x.column && merged.back().rank == x.rank) {
-      merged.back().bytes += x.bytes;
-    } else {
-      merged.push_back(x);
+  // Whether x comes after y in the greedy's order: the heap's top is the pair that comes first.
+  const auto later = [](const head& x, const head& y) {
+    return std::tie(x.bytes, y.column, y.rank) < std::tie(y.bytes, x.column, x.rank);
+  };
+  std::vector<head> heap;
+  heap.reserve(dp);
+  for (std::size_t c = 0; c < dp; ++c) {
+    if (end[c] > first[c]) {
+      const auto& e = pairs[first[c]];
+      heap.push_back({e.bytes, static_cast<std::int32_t>(c), e.rank, first[c]});
     }
   }
-  std::sort(merged.begin(), merged.end(), [](const pair_weight& x, const pair_weight& y) {
-    return std::tie(y.bytes, x.column, x.rank) < std::tie(x.bytes, y.column, y.rank);
-  });
+  std::make_heap(heap.begin(), heap.end(), later);
   std::vector<std::int32_t> rank_of_column(dp, -1);
   std::vector<char> rank_taken(dp, 0);
-  for (const auto& x : merged) {
-    auto& target = rank_of_column[static_cast<std::size_t>(x.column)];
-    if (target < 0 && !rank_taken[static_cast<std::size_t>(x.rank)]) {
-      target = x.rank;
-      rank_taken[static_cast<std::size_t>(x.rank)] = 1;
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    head h = heap.back();
+    heap.pop_back();
+    const auto c = static_cast<std::size_t>(h.column);
+    if (!rank_taken[static_cast<std::size_t>(h.rank)]) {
+      rank_of_column[c] = h.rank;
+      rank_taken[static_cast<std::size_t>(h.rank)] = 1;
+      continue;
+    }
+    if (++h.at < end[c]) {
+      h.bytes = pairs[h.at].bytes;
+      h.rank = pairs[h.at].rank;
+      heap.push_back(h);
+      std::push_heap(heap.begin(), heap.end(), later);
     }
   }
   std::size_t next_free = 0;

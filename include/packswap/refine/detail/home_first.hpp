@@ -57,7 +57,10 @@ class home_first {
 
   /// Bounds the work of the searches (repair and bring-home) in every later run() and settle()
   /// (see `stage2::state::work`): past it, a run fails and bring-home stops early.
-  void limit_work(std::int64_t limit) { st_.work_limit = limit; }
+  void limit_work(std::int64_t limit) {
+    st_.work_limit = limit;
+    st_.gave_up = false;
+  }
   /// Work done since prepare().
   std::int64_t work() const { return st_.work; }
   /// Whether the searches stopped at the work limit.
@@ -71,6 +74,7 @@ class home_first {
     st_.reset();
     pin_.run(st_, t); // also clears every pack's place and locks the pins
     fill_.run(st_);
+    repair_.start_attempt();
     // When the repair gets stuck on a rank (typically the one holding a giant pack, which needs
     // the lightest pack of every level), that rank's pins go and the pool is balanced again: the
     // re-deal hands the heaviest rank the lightest packs.

@@ -27,15 +27,19 @@ namespace packswap::detail::stage2 {
 /// ranks (`batch_step`); (3) the best single partial fix, among four times as many picks (by
 /// gain with 64 levels or more, else by bytes); (4) in the
 /// chained attempts, two swaps in a chain (`chain_search`). Returns false, naming the rank, when
-/// no swap helps it, or when out of swaps or out of work (`state::out_of_work`).
+/// no swap helps it, or when out of swaps or out of work (`state::out_of_work`), or when the
+/// attempt's repairs, at the pace they go, cannot end it within the work left (`hopeless`:
+/// then the search gives up the rest of its work and no later attempt runs, as the answer at
+/// the bound would be the fallback's anyway).
 ///
 /// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step, for p
 /// picks (at most 8 repair_picks) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k
 /// / 16 + k)) for the level tables with at most scan_limit levels of r per level of a partner, O(p
 /// (log n + scan_limit)) through the cost index, O(m k log(m k)) for a batch; a chain step
-/// O(c w (k + c w)) for c chain_picks and w chain_width. Up to 2n + 16 steps, and at most the
-/// work bound: the work counted (candidates weighed, packs read) stops the phase at the first
-/// step past it.
+/// O(c w (k + c w)) for c chain_picks and w chain_width; O(dp) at the start of each run to count
+/// the excess, O(1) per step to judge the pace. Up to 2n + 16 steps, and at most the work
+/// bound: the work counted (candidates weighed, packs read) stops the phase at the first step
+/// past it.
 class repair_phase {
  public:
   // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
@@ -53,6 +57,14 @@ class repair_phase {
     auto& over = over_heap_;
     over.clear();
     room_heap_.clear();
+    st.total_excess = 0;
+    for (std::size_t r = 0; r < st.dp; ++r) {
+      st.total_excess += st.excess(r);
+    }
+    if (start_work_ < 0) { // the attempt's first repair
+      start_work_ = st.work;
+      start_excess_ = st.total_excess;
+    }
     for (std::size_t r = 0; r < st.dp; ++r) {
       const std::int64_t key = over_key(st, r);
       if (key > 0) {
@@ -72,8 +84,14 @@ class repair_phase {
       if (++swaps > budget || st.out_of_work()) {
         return false;
       }
+      if (hopeless(st)) {
+        st.gave_up = true; // the fallback's allowance is counted from here
+        return false;
+      }
       changed_.assign(1, r);
       ++steps_on_[r];
+      const std::int64_t work_before = st.work;
+      const bool level_step = key >= crowded_key;
       if (!repair_step(st, r)) {
         std::size_t s1 = st.dp;
         std::size_t s2 = st.dp;
@@ -84,6 +102,11 @@ class repair_phase {
         changed_.push_back(s1);
         changed_.push_back(s2);
         --chains_left;
+      }
+      if (level_step) {
+        level_work_ += st.work - work_before;
+      } else {
+        ++load_steps_;
       }
       for (const std::size_t changed : changed_) {
         const std::int64_t k2 = over_key(st, changed);
@@ -98,11 +121,42 @@ class repair_phase {
     return true;
   }
 
+  // A new attempt: its repair rounds are judged together (see hopeless()).
+  void start_attempt() {
+    start_work_ = -1;
+    level_work_ = 0;
+    load_steps_ = 0;
+  }
+
  private:
+  // Whether the attempt's repairs, at the pace they have lowered the total excess since its
+  // first repair began, cannot end it within the work left, even at twice that pace: then
+  // the work left would be spent for nothing, as the answer would be the fallback anyway.
+  // The pace counts the work of the steps on load excess only (the steps that fix crowded
+  // levels come first and need not lower it). It is judged once those steps number at least
+  // judged_after_steps and have spent a part (1 / judged_after_part) of the allowance the
+  // attempt started with: with many ranks to repair it mostly slows as the ranks left get
+  // harder, while a few ranks may take many small steps before a large one. Integers and
+  // work counts only: every rank gives up at the same step. O(1).
+  bool hopeless(const state& st) const {
+    const std::int64_t spent = st.work - start_work_ - level_work_;
+    const std::int64_t left = st.work_limit - st.work;
+    if (load_steps_ < judged_after_steps ||
+        spent < (st.work_limit - start_work_) / judged_after_part || left <= 0) {
+      return false;
+    }
+    const std::int64_t done = start_excess_ - st.total_excess;
+    if (done <= 0) {
+      return true;
+    }
+    // total_excess / (done / spent) > 2 left, as products (128 bits).
+    return compare_products(st.total_excess, spent, done, 2 * left) > 0;
+  }
+
   // Order of repair: crowded levels first (they block everything), then load excess.
   static std::int64_t over_key(const state& st, std::size_t r) {
     const std::int64_t crowd = st.level_excess(r);
-    return crowd > 0 ? (std::int64_t{1} << 62) + crowd : st.excess(r);
+    return crowd > 0 ? crowded_key + crowd : st.excess(r);
   }
 
   // Up to `m` ranks other than `skip` with the most room, most first (ties: lower rank).
@@ -486,6 +540,13 @@ class repair_phase {
   }
 
   tuning tuning_{};
+  std::int64_t start_work_ = -1;  // work when the attempt's first repair began
+  std::int64_t start_excess_ = 0; // and the total excess then
+  std::int64_t level_work_ = 0;   // work of the attempt's steps on crowded levels
+  std::int64_t load_steps_ = 0;   // and its steps on load excess
+  static constexpr std::int64_t judged_after_part = 8;
+  static constexpr std::int64_t judged_after_steps = 256;
+  static constexpr std::int64_t crowded_key = std::int64_t{1} << 62; // see over_key()
   std::vector<std::size_t> scratch_ranks_;
   std::vector<std::size_t> roomiest_one_; // see index_search
   pack_picker pick_;

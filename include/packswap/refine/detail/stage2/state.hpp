@@ -80,6 +80,7 @@ struct state {
     limit = b_limit;
     work = 0;
     work_limit = std::numeric_limits<std::int64_t>::max();
+    gave_up = false;
     node.resize(dp);
     for (std::size_t r = 0; r < dp; ++r) {
       node[r] = topo.node(static_cast<std::int32_t>(r));
@@ -292,8 +293,10 @@ struct state {
     pk[x].rank = static_cast<std::int32_t>(b);
     pk[y].rank = static_cast<std::int32_t>(a);
     const std::int64_t d = pk[x].cost - pk[y].cost;
+    const std::int64_t before = excess(a) + excess(b);
     load[a] -= d;
     load[b] += d;
+    total_excess += excess(a) + excess(b) - before;
     if (pk[x].level != pk[y].level) { // a same-level swap changes no level count
       --cnt[a * k + static_cast<std::size_t>(pk[x].level)];
       ++cnt[a * k + static_cast<std::size_t>(pk[y].level)];
@@ -432,7 +435,12 @@ struct state {
   // bound every rank reaches at the same point (never a clock). out_of_work() once past it.
   std::int64_t work = 0;
   std::int64_t work_limit = std::numeric_limits<std::int64_t>::max();
-  bool out_of_work() const { return work > work_limit; }
+  // Set when a search gives up the rest of its allowance (see repair_phase): out of work too.
+  bool gave_up = false;
+  bool out_of_work() const { return gave_up || work > work_limit; }
+  // The excess (load above the limit) summed over ranks: exact from the repair's start, which
+  // counts it, as swap_packs() keeps it (place, unplace and the re-deal do not).
+  std::int64_t total_excess = 0;
 
   // Working memory of prepare(), kept between batches.
   std::vector<std::int64_t> level_count;
