@@ -21,25 +21,25 @@ namespace packswap::detail::stage2 {
 /// that crowds a level, moves a pack at or below its lowest crowded level out for one above it;
 /// swaps keep every other rank's level constraints. A step on rank r tries, in order: (1) single
 /// swaps of r's picked packs (`pack_picker`: those that can shed its excess, fewest bytes first,
-/// and those that can shed the most) with packs of the roomiest ranks (by level, `level_table`) and
-/// of the cost index, where a full fix (r and its partner within the limit) moving the fewest
-/// bytes wins; (2) with 64 levels or more, several same-level swaps at once with the roomiest
-/// ranks (`batch_step`); (3) the best single partial fix, among four times as many picks (by
-/// gain with 64 levels or more, else by bytes); (4) in the
-/// chained attempts, two swaps in a chain (`chain_search`). Returns false, naming the rank, when
-/// no swap helps it, or when out of swaps or out of work (`state::out_of_work`), or when the
-/// attempt's repairs, at the pace they go, cannot end it within the work left (`hopeless`:
-/// then the search gives up the rest of its work and no later attempt runs, as the answer at
-/// the bound would be the fallback's anyway).
+/// and those that can shed the most) with packs of the roomiest ranks (by level, `level_table`)
+/// and of the cost index, where a full fix (r and its partner within the limit) moving the
+/// fewest bytes wins; (2) with 64 levels or more, several same-level swaps at once with the
+/// roomiest ranks (`batch_step`); (3) the best single partial fix, among four times as many
+/// picks (by gain with 64 levels or more, else by bytes); (4) in the chained attempts, two swaps
+/// in a chain (`chain_search`). Returns false, naming the rank, when no swap helps it, or when
+/// out of swaps or out of work (`state::out_of_work`), or when the attempt's repairs, at the
+/// pace they go, cannot end it within the work left (`hopeless`: then the search gives up the
+/// rest of its work and no later attempt runs, as the answer at the bound would be the
+/// fallback's anyway).
 ///
-/// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step, for p
-/// picks (at most 8 repair_picks) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k
-/// / 16 + k)) for the level tables with at most scan_limit levels of r per level of a partner, O(p
-/// (log n + scan_limit)) through the cost index, O(m k log(m k)) for a batch; a chain step
-/// O(c w (k + c w)) for c chain_picks and w chain_width; O(dp) at the start of each run to count
-/// the excess, O(1) per step to judge the pace. Up to 2n + 16 steps, and at most the work
-/// bound: the work counted (candidates weighed, packs read) stops the phase at the first step
-/// past it.
+/// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step,
+/// for p picks (repair_picks of each kind, four times as many for a partial fix) and the m
+/// roomiest ranks: O(k) to read the rank and pick, O(m (k / 16 + k)) for the level tables with
+/// at most scan_limit levels of r per level of a partner, O(p (log n + scan_limit)) through the
+/// cost index, O(m k log(m k)) for a batch; a chain step O(c w (k + c w)) for c chain_picks and
+/// w chain_width; O(dp) at the start of each run to count the excess, O(1) per step to judge
+/// the pace. Up to 2n + 16 steps, and at most the work bound: the work counted (candidates
+/// weighed, packs read) stops the phase at the first step past it.
 class repair_phase {
  public:
   // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Summary tables of docs/solver-worst-case.md from the stress benchmark's records.
+
+    build/release/bench/refine/packswap-bench-refine-stress --json stress.json
+    /usr/bin/python3 scripts/stress_tables.py stress.json
+
+Reads one record per solved batch (every seed and eps) and prints, as Markdown: per cost
+distribution, the worst cell at the main pack count (time, its ratio to the reference batch
+solved in the same run, cells over 3x the reference and over 15 ms, batches stopped by the work
+bound, moved bytes against Karmarkar-Karp's); the large batches by ga; the cells of several packs
+against the lower bound on A; and the targets' tallies. Every figure is a worst case over seeds
+and eps, never a median.
+"""
+
+import json
+import sys
+from collections import defaultdict
+
+TIME_RATIO_TARGET = 3.0
+TIME_MS_TARGET = 15.0
+MOVED_TARGET = {0.0: 0.5, 0.01: 0.40}
+
+
+def shape_name(r):
+    name = f"{r['dp']} x {r['ga']}"
+    return name if r["mbs"] == 1 else f"{name} x {r['mbs']}"
+
+
+def cells(records):
+    """Groups records by (dist, dp, ga, mbs): one cell holds every seed and eps."""
+    out = defaultdict(list)
+    for r in records:
+        out[(r["dist"], r["dp"], r["ga"], r["mbs"])].append(r)
+    return out
+
+
+def worst(rs, key):
+    return max(rs, key=lambda r: r[key])
+
+
+def moved_at(rs, eps):
+    chosen = [r for r in rs if abs(r["eps"] - eps) < 1e-12]
+    return max(chosen, key=lambda r: r["moved_bytes_vs_kk"]) if chosen else None
+
+
+def fmt_ms(ms):
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.1f}"
+
+
+def main_table(records, packs):
+    rows = [r for r in records if r["mbs"] == 1 and r["dp"] * r["ga"] <= packs
+            and r["section"].startswith(f"{packs} packs")]
+    if not rows:
+        return [], 0
+    by_dist = defaultdict(list)
+    for r in rows:
+        by_dist[r["dist"]].append(r)
+    lines = [
+        f"| distribution | worst ms (shape) | x ref | cells over 3x ref | over 15 ms | bound hit "
+        "| worst moved / KK at eps 0 (shape) | at eps 0.01 | lower bound there |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    misses = 0
+    for dist, rs in by_dist.items():
+        cs = cells(rs)
+        slow = worst(rs, "ms")
+        over_ratio = sum(1 for c in cs.values() if max(r["x_ref"] for r in c) > TIME_RATIO_TARGET)
+        over_ms = sum(1 for c in cs.values() if max(r["ms"] for r in c) > TIME_MS_TARGET)
+        misses += over_ratio
+        hit = sum(1 for r in rs if r["bound_hit"])
+        m0 = moved_at(rs, 0.0)
+        m1 = moved_at(rs, 0.01)
+        lines.append(
+            f"| {dist} | {fmt_ms(slow['ms'])} ({shape_name(slow)}) | {slow['x_ref']:.1f} "
+            f"| {over_ratio} of {len(cs)} | {over_ms} of {len(cs)} | {hit} of {len(rs)} "
+            f"| {m0['moved_bytes_vs_kk']:.3f} ({shape_name(m0)}) "
+            f"| {m1['moved_bytes_vs_kk']:.3f} | {m0['moved_lower_bound_vs_kk']:.3f} |"
+            if m0 and m1 else f"| {dist} | {fmt_ms(slow['ms'])} ({shape_name(slow)}) | |")
+    return lines, misses
+
+
+def large_table(records, packs):
+    rows = [r for r in records if r["mbs"] == 1 and r["section"] == f"{packs} packs"]
+    if not rows:
+        return []
+    gas = sorted({r["ga"] for r in rows})
+    head = " | ".join(f"ga {g}" for g in gas)
+    lines = [f"| distribution | {head} | bound hit | worst moved / KK at eps 0 / 0.01 |",
+             "| --- | " + " | ".join("---:" for _ in gas) + " | --- | --- |"]
+    by_dist = defaultdict(list)
+    for r in rows:
+        by_dist[r["dist"]].append(r)
+    for dist, rs in by_dist.items():
+        times = []
+        for g in gas:
+            at = [r["ms"] for r in rs if r["ga"] == g]
+            times.append(fmt_ms(max(at)) if at else "")
+        hit = sum(1 for r in rs if r["bound_hit"])
+        m0, m1 = moved_at(rs, 0.0), moved_at(rs, 0.01)
+        moved = (f"{m0['moved_bytes_vs_kk']:.3f} / {m1['moved_bytes_vs_kk']:.3f}"
+                 if m0 and m1 else "")
+        lines.append(f"| {dist} | " + " | ".join(times) + f" | {hit} of {len(rs)} | {moved} |")
+    return lines
+
+
+def cells_table(records):
+    rows = [r for r in records if r["mbs"] > 1]
+    if not rows:
+        return []
+    by_dist = defaultdict(list)
+    for r in rows:
+        by_dist[r["dist"]].append(r)
+    lines = ["| distribution | worst A / LB_A (shape) | A over the former bound there "
+             "| worst over the former bound (shape) |",
+             "| --- | --- | ---: | --- |"]
+    for dist, rs in by_dist.items():
+        w = worst(rs, "a_over_lb_a")
+        f = worst(rs, "a_over_former_lb_a")
+        lines.append(f"| {dist} | {w['a_over_lb_a']:.3f} ({shape_name(w)}) "
+                     f"| {w['a_over_former_lb_a']:.3f} "
+                     f"| {f['a_over_former_lb_a']:.3f} ({shape_name(f)}) |")
+    stronger = sum(1 for r in rows if r["a_over_former_lb_a"] > r["a_over_lb_a"] + 1e-12)
+    lines.append("")
+    lines.append(f"The bound is strictly larger than the former in {stronger} of {len(rows)} "
+                 "batches.")
+    return lines
+
+
+def tallies(records, packs):
+    lines = []
+    mbs1 = [r for r in records if r["mbs"] == 1]
+    exact = sum(1 for r in mbs1 if abs(r["a_over_lb_a"] - 1.0) < 1e-12)
+    b_ok = sum(1 for r in mbs1 if r["b_over_limit"] <= 1.0 + 1e-12)
+    lines.append(f"- One pack per cell, every pack count: A == LB_A in {exact:,} of {len(mbs1):,} "
+                 f"batches; B <= (1 + eps) B_KK in {b_ok:,} of {len(mbs1):,}.")
+    main = [r for r in mbs1 if r["section"] == f"{packs} packs"]
+    cs = cells(main)
+    within = sum(1 for c in cs.values() if max(r["x_ref"] for r in c) <= TIME_RATIO_TARGET)
+    under = sum(1 for c in cs.values() if max(r["ms"] for r in c) <= TIME_MS_TARGET)
+    lines.append(f"- {packs:,} packs: {within} of {len(cs)} cells within 3x the reference, "
+                 f"{under} of {len(cs)} within 15 ms.")
+    for eps, target in MOVED_TARGET.items():
+        at = [r for r in mbs1 if abs(r["eps"] - eps) < 1e-12]
+        ok = sum(1 for r in at if r["moved_bytes_vs_kk"] <= target)
+        lines.append(f"- Moved bytes <= {target} of Karmarkar-Karp's at eps = {eps:g}: {ok:,} of "
+                     f"{len(at):,} batches.")
+    hit = sum(1 for r in mbs1 if r["bound_hit"])
+    lines.append(f"- The work bound stopped the search in {hit:,} of {len(mbs1):,} batches.")
+    return lines
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write(__doc__)
+        return 2
+    with open(sys.argv[1], encoding="utf-8") as f:
+        data = json.load(f)
+    records = data["batches"]
+    sections = sorted({r["section"] for r in records})
+    packs_main = min((int(s.split()[0]) for s in sections if s.endswith(" packs")),
+                     default=0)
+    print(f"{data.get('cpu', '')}: reference batch {data['reference_ms']:.2f} ms (median)\n")
+    if packs_main:
+        lines, _ = main_table(records, packs_main)
+        print(f"### {packs_main:,} packs\n")
+        print("\n".join(lines) + "\n")
+    large = sorted(int(s.split()[0]) for s in sections if s.endswith(" packs"))
+    for n in large:
+        if n != packs_main:
+            print(f"### {n:,} packs\n")
+            print("\n".join(large_table(records, n)) + "\n")
+    cl = cells_table(records)
+    if cl:
+        print("### Cells of several packs\n")
+        print("\n".join(cl) + "\n")
+    print("### Tallies\n")
+    print("\n".join(tallies(records, packs_main)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
