@@ -29,8 +29,9 @@ const golden table[] = {
 #include "golden_table.inc"
 };
 
-// Stress batches (tests/support/stress.hpp, seed 7), the first four of which stop stage 2 at its
-// work bound (`bounded`): the answer past the bound must be as deterministic as any other.
+// Stress batches (tests/support/stress.hpp, seed 7), the first four of which (and heavy_rank at
+// 32 x 32) stop stage 2 at its work bound (`bounded`): the answer past the bound must be as
+// deterministic as any other.
 struct golden_stress {
   shape s;
   test::stress::dist d;

@@ -19,8 +19,12 @@ struct tuning {
   /// capacity between f * q(low) and f * q(high).
   std::int32_t band_low_permille = 50;
   std::int32_t band_high_permille = 950;
-  /// Cost-index entries scanned per pack when searching a repair swap.
-  std::int32_t scan_limit = 16;
+  /// Cost-index entries scanned per pack when searching a repair swap, and levels of the rank
+  /// above the limit read per level of a partner where levels have slack: a repair step weighs
+  /// up to 3 scan_limit candidates per pick. With many ranks above a tight limit (eps = 0, a
+  /// thousand ranks) the repair needs about one step per rank within the work bound, which a
+  /// wider scan leaves no room for.
+  std::int32_t scan_limit = 8;
   /// Repair swaps allowed, per pack of the batch, before the attempt gives up.
   std::int32_t repair_swaps_per_pack = 2;
   /// Passes of the bring-home step.
