@@ -228,10 +228,18 @@ class repair_phase {
     }
     bool found = false;
     candidate best;
-    const auto consider = [&](std::size_t x, std::size_t y) {
-      ++st.work;
-      const auto s2 = static_cast<std::size_t>(st.pk[y].rank);
-      if (s2 == r) {
+    // Once a full fix is known, only a full fix moving fewer bytes can win: outside level repairs
+    // every full fix gains exactly r's excess (its partner had room), so they rank by bytes, then
+    // ids, and a swap that leaves r above the limit or puts its partner above it loses at once.
+    bool full_only = false;
+    // The swap of x (on r) for y (on s2) against the best so far.
+    const auto weigh = [&](std::size_t x, std::size_t y, std::size_t s2) {
+      if (full_only) {
+        const std::int64_t delta = st.swap_delta(x, r, y, s2);
+        if (std::tie(delta, x, y) < std::tie(best.delta, best.x, best.y) &&
+            st.level_room(s2, st.pk[x].level, st.pk[y].level)) {
+          best = {1, exc, delta, x, y};
+        }
         return;
       }
       if (crowded ? (st.pk[x].level > crowded_level || st.pk[y].level <= crowded_level)
@@ -248,6 +256,12 @@ class repair_phase {
       candidate c;
       c.full = (st.load[r] - d <= st.limit && st.load[s2] + d <= st.limit) ? 1 : 0;
       c.gain = before - after;
+      // Lost before its bytes are counted where that is known: to a full fix, or, ranked by
+      // gain, to a larger one.
+      if (found &&
+          (best.full > c.full || (c.full == 0 && !crowded && !careful && c.gain < best.gain))) {
+        return;
+      }
       c.delta = st.swap_delta(x, r, y, s2);
       c.x = x;
       c.y = y;
@@ -258,7 +272,20 @@ class repair_phase {
       }
       best = c;
       found = true;
+      full_only = !crowded && c.full == 1;
     };
+    // Every candidate the searches pass: the cheap tests here, inlined at each call (most
+    // candidates fail them), the rest in weigh(). The callers count the candidates as work.
+    const auto consider = [&](std::size_t x, std::size_t y) {
+      const auto s2 = static_cast<std::size_t>(st.pk[y].rank);
+      const std::int64_t d = st.pk[x].cost - st.pk[y].cost;
+      if (s2 == r || (!crowded && d <= 0) ||
+          (full_only && (d < exc || st.load[s2] + d > st.limit))) {
+        return;
+      }
+      weigh(x, y, s2);
+    };
+    const auto full_known = [&] { return found && best.full == 1; };
     // A full fix that moves no more bytes cannot be beaten by much: stop looking.
     const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
     pick_(st, r, exc, crowded_level, tuning_.repair_picks);
@@ -270,6 +297,7 @@ class repair_phase {
     // crowded level (it overloads the partner least), for each pick.
     st.ensure_levels(); // built once a repair needs them: many batches need no step
     level_table(st, r, mine_);
+    std::int64_t weighed = 0; // candidates, and pairs of levels, counted as work
     for (const std::size_t s2 : scratch_ranks_) {
       level_table(st, s2, theirs_);
       if (crowded) {
@@ -278,6 +306,7 @@ class repair_phase {
             for (const std::size_t x : pick_.picks) {
               consider(x, e.hi);
             }
+            weighed += static_cast<std::int64_t>(pick_.picks.size());
             break;
           }
         }
@@ -298,9 +327,10 @@ class repair_phase {
           if (m.level != e.level && static_cast<std::size_t>(full[m.level]) < e.level) {
             break; // nor any lower level: full_from is non-decreasing
           }
-          ++st.work;
+          weighed += 2;
           consider(m.hi, e.lo);
           if (m.lo != m.hi || e.lo != e.hi) {
+            weighed += 3;
             consider(m.lo, e.hi);
             consider(m.hi, e.hi);
             consider(m.lo, e.lo);
@@ -308,8 +338,9 @@ class repair_phase {
         }
       }
     }
+    st.work += weighed;
     if (!settled()) {
-      index_search(st, exc, crowded, consider);
+      index_search(st, exc, crowded, consider, full_known);
     }
     if (!crowded && (!found || best.full == 0)) {
       if (!careful && batch_step(st, r, exc)) {
@@ -318,7 +349,7 @@ class repair_phase {
       // Nothing with the roomiest ranks: four times as many of r's packs through the cost
       // index, which reaches every rank (and, where levels have slack, packs of other levels).
       pick_(st, r, exc, crowded_level, 4 * tuning_.repair_picks);
-      index_search(st, exc, crowded, consider);
+      index_search(st, exc, crowded, consider, full_known);
     }
     if (!found) {
       return false;
@@ -436,26 +467,61 @@ class repair_phase {
     std::size_t level, lo, hi;
   };
   void level_table(state& st, std::size_t r, std::vector<level_entry>& out) {
-    out.clear();
+    out.resize(st.k);
+    std::size_t levels = 0;
     const std::int32_t* cnt = &st.cnt[r * st.k];
     for (std::size_t l = 0; l < st.k; ++l) {
       if (cnt[l] == 0) {
         continue;
       }
-      level_entry e{l, st.n, st.n};
+      // In locals, each field stored once in place: an entry built aside and pushed is read back
+      // whole from the stack while its last fields are still being written, which stalls.
+      std::size_t lo = st.n;
+      std::size_t hi = st.n;
       for (std::int32_t y = st.at_level[r * st.k + l]; y >= 0;
            y = st.next_at_level[static_cast<std::size_t>(y)]) {
         const auto p = static_cast<std::size_t>(y);
         // Internal ids run by cost descending, ties by input id.
-        e.hi = e.hi == st.n || p < e.hi ? p : e.hi;
-        e.lo = e.lo == st.n || st.pk[p].cost < st.pk[e.lo].cost ||
-                       (st.pk[p].cost == st.pk[e.lo].cost && p < e.lo)
-                   ? p
-                   : e.lo;
+        hi = hi == st.n || p < hi ? p : hi;
+        lo = lo == st.n || st.pk[p].cost < st.pk[lo].cost ||
+                     (st.pk[p].cost == st.pk[lo].cost && p < lo)
+                 ? p
+                 : lo;
       }
-      out.push_back(e);
+      level_entry& e = out[levels++];
+      e.level = l;
+      e.lo = lo;
+      e.hi = hi;
     }
+    out.resize(levels);
     st.work += static_cast<std::int64_t>(st.k / 16 + st.used[r]); // the counts in sequence
+  }
+
+  // The first index in [first, last) of the ascending `v` whose entry is not below `key`, else
+  // `last`: std::lower_bound with the comparison feeding a conditional move, not a branch (a
+  // search for a pack's cost goes either way at random, and mispredictions cost more than the
+  // scans that follow). O(log(last - first)).
+  static std::size_t first_not_below(const std::vector<std::int64_t>& v, std::size_t first,
+                                     std::size_t last, std::int64_t key) {
+    if (first >= last) {
+      return last;
+    }
+    const std::int64_t* base = v.data() + first;
+    std::size_t len = last - first;
+    while (len > 1) {
+      const std::size_t half = len / 2;
+      base = base[half] < key ? base + half : base;
+      len -= half;
+    }
+    return static_cast<std::size_t>(base - v.data()) + (*base < key ? 1 : 0);
+  }
+
+  // The same over the cost index, for a key at most pack x's cost (x's own entry is not below
+  // it): within x's level, at or below x, where most such searches end, else below the level.
+  static std::size_t cost_index_at(const state& st, std::size_t x, std::int64_t key) {
+    const std::size_t lb = st.level_begin[static_cast<std::size_t>(st.pk[x].level)];
+    return st.sorted_cost[lb] < key ? first_not_below(st.sorted_cost, lb + 1, st.n - 1 - x, key)
+                                    : first_not_below(st.sorted_cost, 0, lb, key);
   }
 
   // Sign of a * b - c * d for non-negative operands, exactly (128-bit products).
@@ -475,20 +541,31 @@ class repair_phase {
   // Partners for the picked packs through the cost index: a full fix needs cost(y) <= cost(x) -
   // exc; scan downward from there (growing difference), then upward toward cost(x) (partial
   // fixes), and, where x's level has no slack, the cheapest packs of its level (the largest
-  // partial fixes).
-  template <class Consider>
-  void index_search(state& st, std::int64_t exc, bool crowded, Consider&& consider) {
+  // partial fixes). Each scan's ends come from the index before it starts (a search for the
+  // split, and one for the reach where it cuts a scan short). Once `full_known()` (a full fix is
+  // the best so far), a pack whose cost, read from the index, rules out a full fix is weighed
+  // there without a call to `consider`: the partial fixes, and the cheapest packs of x's level
+  // that no rank has room for. Every pack the scans pass counts as one unit of work either way.
+  template <class Consider, class FullKnown>
+  void index_search(state& st, std::int64_t exc, bool crowded, Consider&& consider,
+                    FullKnown&& full_known) {
     std::int64_t max_room = 0;
     if (!crowded) {
-      roomiest(st, 1, st.dp, roomiest_one_); // scratch_ranks_ still lists the partners
-      max_room = roomiest_one_.empty() ? 0 : st.limit - st.load[roomiest_one_[0]];
+      // The roomiest rank heads scratch_ranks_ when it lists any (r, above the limit, has no
+      // room), as no load has changed since repair_step listed them.
+      const std::vector<std::size_t>* top = &scratch_ranks_;
+      if (scratch_ranks_.empty()) {
+        roomiest(st, 1, st.dp, roomiest_one_);
+        top = &roomiest_one_;
+      }
+      max_room = top->empty() ? 0 : st.limit - st.load[top->front()];
     }
     const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
+    std::int64_t weighed = 0; // the packs the scans pass, each one unit of work
     for (const std::size_t x : pick_.picks) {
-      const std::int64_t want = st.pk[x].cost - std::max<std::int64_t>(exc, 1);
-      const auto split = static_cast<std::size_t>(
-          std::upper_bound(st.sorted_cost.begin(), st.sorted_cost.end(), want) -
-          st.sorted_cost.begin());
+      const std::int64_t x_cost = st.pk[x].cost;
+      const std::int64_t want = x_cost - std::max<std::int64_t>(exc, 1);
+      const std::size_t split = cost_index_at(st, x, want + 1); // the first entry above want
       // The cost index holds each level contiguously. Where no rank holds fewer than l + 1
       // packs of level <= l (no slack), only packs of x's own level can trade places with it.
       // No rank can absorb more than the largest room, so larger differences are never useful
@@ -496,47 +573,62 @@ class repair_phase {
       const auto level = static_cast<std::size_t>(st.pk[x].level);
       const std::size_t lb = st.level_begin[level];
       const std::size_t le = st.level_end[level];
-      const std::int64_t reach = crowded ? st.pk[x].cost : max_room;
+      const std::int64_t reach = crowded ? x_cost : max_room;
+      // max(i, the first entry within reach: cost(x) - cost(y) <= reach from there up), searched
+      // for only where entry i is out of reach (most scans end within it first).
+      std::size_t reached = st.n; // not searched yet
+      const auto within_reach_from = [&](std::size_t i) {
+        if (st.sorted_cost[i] >= x_cost - reach) {
+          return i;
+        }
+        if (reached == st.n) {
+          reached = cost_index_at(st, x, x_cost - reach);
+        }
+        return std::max(i, reached);
+      };
       // Full fixes of x's level: downward from the split, growing difference.
       const std::size_t level_split = std::min(std::max(split, lb), le);
-      for (std::size_t step = 0; step < limit && level_split - step > lb; ++step) {
-        const auto y = static_cast<std::size_t>(st.by_cost(level_split - 1 - step));
-        if (st.pk[x].cost - st.pk[y].cost > reach) {
-          break;
-        }
-        consider(x, y);
+      const std::size_t level_low =
+          within_reach_from(std::max(lb, level_split > limit ? level_split - limit : 0));
+      for (std::size_t i2 = level_split; i2 > level_low; --i2) {
+        consider(x, static_cast<std::size_t>(st.by_cost(i2 - 1)));
       }
+      weighed += static_cast<std::int64_t>(level_split - std::min(level_split, level_low));
       // Where the level has slack, across levels too: the cheaper packs of later levels, below
       // x's level's stretch.
       if (crowded || st.slack[level] != 0) {
-        for (std::size_t step = 0, i2 = std::min(split, lb); step < limit && i2 > 0; --i2, ++step) {
-          const auto y = static_cast<std::size_t>(st.by_cost(i2 - 1));
-          if (st.pk[x].cost - st.pk[y].cost > reach) {
-            break;
-          }
-          consider(x, y);
+        const std::size_t start = std::min(split, lb);
+        const std::size_t low = within_reach_from(start > limit ? start - limit : 0);
+        for (std::size_t i2 = start; i2 > low; --i2) {
+          consider(x, static_cast<std::size_t>(st.by_cost(i2 - 1)));
         }
+        weighed += static_cast<std::int64_t>(start - std::min(start, low));
       }
-      // Partial fixes: upward from the split toward cost(x), and the cheapest packs of x's level
-      // (the largest differences).
-      const auto first_partial =
-          std::max(split, static_cast<std::size_t>(std::lower_bound(st.sorted_cost.begin(),
-                                                                    st.sorted_cost.end(),
-                                                                    st.pk[x].cost - reach) -
-                                                   st.sorted_cost.begin()));
-      for (std::size_t i2 = first_partial, step = 0; i2 < st.n && step < limit / 2; ++i2, ++step) {
-        if (st.sorted_cost[i2] >= st.pk[x].cost) {
+      // Partial fixes: upward from the split toward cost(x) (a difference below exc, so never a
+      // full fix), and the cheapest packs of x's level (the largest differences).
+      const bool partial_useless = full_known();
+      for (std::size_t i2 = within_reach_from(split), step = 0; i2 < st.n && step < limit / 2;
+           ++i2, ++step) {
+        if (st.sorted_cost[i2] >= x_cost) {
           break;
         }
-        consider(x, static_cast<std::size_t>(st.by_cost(i2)));
+        ++weighed;
+        if (!partial_useless) {
+          consider(x, static_cast<std::size_t>(st.by_cost(i2)));
+        }
       }
       for (std::size_t i2 = lb; i2 < std::min(le, lb + limit / 2); ++i2) {
-        if (st.sorted_cost[i2] >= st.pk[x].cost) {
+        if (st.sorted_cost[i2] >= x_cost) {
           break;
         }
-        consider(x, static_cast<std::size_t>(st.by_cost(i2)));
+        ++weighed;
+        const std::int64_t d = x_cost - st.sorted_cost[i2];
+        if (crowded || (d <= max_room && d >= exc) || !full_known()) {
+          consider(x, static_cast<std::size_t>(st.by_cost(i2)));
+        }
       }
     }
+    st.work += weighed;
   }
 
   tuning tuning_{};
