@@ -126,6 +126,26 @@ def cells_table(records):
     return lines
 
 
+def shapes_table(records):
+    """The cells of a run with --shapes: one row per distribution and shape."""
+    rows = [r for r in records if r["section"] == "shapes"]
+    if not rows:
+        return []
+    lines = ["| distribution | shape | batches | worst ms | x ref | bound hit "
+             "| moved / KK at eps 0: mean / worst | at eps 0.01: mean / worst |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    for (dist, dp, ga, mbs), rs in cells(rows).items():
+        slow = worst(rs, "ms")
+        hit = sum(1 for r in rs if r["bound_hit"])
+        moved = []
+        for eps in (0.0, 0.01):
+            at = [r["moved_bytes_vs_kk"] for r in rs if abs(r["eps"] - eps) < 1e-12]
+            moved.append(f"{sum(at) / len(at):.3f} / {max(at):.3f}" if at else "")
+        lines.append(f"| {dist} | {shape_name(slow)} | {len(rs)} | {fmt_ms(slow['ms'])} "
+                     f"| {slow['x_ref']:.1f} | {hit} | {moved[0]} | {moved[1]} |")
+    return lines
+
+
 def tallies(records, packs):
     lines = []
     mbs1 = [r for r in records if r["mbs"] == 1]
@@ -135,10 +155,14 @@ def tallies(records, packs):
                  f"batches; B <= (1 + eps) B_KK in {b_ok:,} of {len(mbs1):,}.")
     main = [r for r in mbs1 if r["section"] == f"{packs} packs"]
     cs = cells(main)
+    if not cs:
+        main = [r for r in mbs1 if r["section"] == "shapes"]
+        cs = cells(main)
     within = sum(1 for c in cs.values() if max(r["x_ref"] for r in c) <= TIME_RATIO_TARGET)
     under = sum(1 for c in cs.values() if max(r["ms"] for r in c) <= TIME_MS_TARGET)
-    lines.append(f"- {packs:,} packs: {within} of {len(cs)} cells within 3x the reference, "
-                 f"{under} of {len(cs)} within 15 ms.")
+    where = f"{packs:,} packs: " if packs else ""
+    lines.append(f"- {where}{within} of {len(cs)} cells within 3x the reference, {under} of "
+                 f"{len(cs)} within 15 ms.")
     for eps, target in MOVED_TARGET.items():
         at = [r for r in mbs1 if abs(r["eps"] - eps) < 1e-12]
         ok = sum(1 for r in at if r["moved_bytes_vs_kk"] <= target)
@@ -169,6 +193,10 @@ def main():
         if n != packs_main:
             print(f"### {n:,} packs\n")
             print("\n".join(large_table(records, n)) + "\n")
+    own = shapes_table(records)
+    if own:
+        print("### Shapes\n")
+        print("\n".join(own) + "\n")
     cl = cells_table(records)
     if cl:
         print("### Cells of several packs\n")
