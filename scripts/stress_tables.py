@@ -171,7 +171,7 @@ def tallies(records, packs):
         lines.append(f"- Moved bytes <= {target} of Karmarkar-Karp's at eps = {eps:g}: {ok:,} of "
                      f"{len(at):,} batches.")
     hit = sum(1 for r in mbs1 if r["bound_hit"])
-    lines.append(f"- The work bound stopped the search in {hit:,} of {len(mbs1):,} batches.")
+    lines.append(f"- The work bound ended the search in {hit:,} of {len(mbs1):,} batches.")
     return lines
 
 
