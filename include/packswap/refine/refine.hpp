@@ -163,9 +163,9 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   const std::int64_t stage1_bytes = opt.topology.weighted(stage1.intra, stage1.inter);
   for (const auto& t : {wide, wide_chained, narrow_chained}) {
     if (engine.run(t)) {
-      ws.work = engine.work();
-      ws.bounded = engine.out_of_work();
       if (engine.weighted_moved() < stage1_bytes) {
+        ws.work = engine.work();
+        ws.bounded = engine.out_of_work();
         engine.cells(a, ws.used);
         return;
       }
