@@ -154,7 +154,7 @@ class repair_phase {
   }
 
   // Order of repair: crowded levels first (they block everything), then load excess.
-  static std::int64_t over_key(const state& st, std::size_t r) {
+  static std::int64_t over_key(state& st, std::size_t r) {
     const std::int64_t crowd = st.level_excess(r);
     return crowd > 0 ? crowded_key + crowd : st.excess(r);
   }
