@@ -12,9 +12,10 @@
 namespace packswap::detail::stage2 {
 
 // Range add and range minimum over int64 values 0..n-1, with the last index before b whose value
-// is below a threshold: a segment tree whose nodes keep their own pending add (never pushed
-// down), O(log n) per call; up to `flat_up_to` values, a plain array scanned in O(n), which is
-// faster there. `assign` is O(n).
+// is below a threshold: a segment tree walked bottom-up, without recursion, whose nodes keep their
+// own pending add (the minimum of a node includes its own add, not its ancestors'); a query first
+// pushes the adds above its two boundary leaves down to their children. O(log n) per call; up to
+// `flat_up_to` values, a plain array scanned in O(n), which is faster there. `assign` is O(n).
 class min_add_tree {
  public:
   static constexpr std::size_t flat_up_to = 64;
@@ -26,11 +27,13 @@ class min_add_tree {
       return;
     }
     size_ = 1;
+    height_ = 0;
     while (size_ < n) {
       size_ *= 2;
+      ++height_;
     }
     min_.assign(2 * size_, none);
-    add_.assign(2 * size_, 0);
+    add_.assign(size_, 0);
     for (std::size_t i = 0; i < n; ++i) {
       min_[size_ + i] = v[i];
     }
@@ -45,13 +48,26 @@ class min_add_tree {
       for (std::size_t i = a; i < b; ++i) {
         min_[i] += d;
       }
-    } else if (a < b) {
-      add(1, 0, size_, a, b, d);
+      return;
     }
+    if (a >= b) {
+      return;
+    }
+    // The nodes that tile [a, b), then the minima of their ancestors.
+    for (std::size_t l = a + size_, r = b + size_; l < r; l /= 2, r /= 2) {
+      if (l % 2 == 1) {
+        apply(l++, d);
+      }
+      if (r % 2 == 1) {
+        apply(--r, d);
+      }
+    }
+    pull(a + size_);
+    pull(b - 1 + size_);
   }
 
   // The smallest value in [a, b) (`none` when empty).
-  std::int64_t min(std::size_t a, std::size_t b) const {
+  std::int64_t min(std::size_t a, std::size_t b) {
     if (n_ <= flat_up_to) {
       std::int64_t m = none;
       for (std::size_t i = a; i < b; ++i) {
@@ -59,11 +75,25 @@ class min_add_tree {
       }
       return m;
     }
-    return a < b ? min(1, 0, size_, a, b) : none;
+    if (a >= b) {
+      return none;
+    }
+    push(a + size_);
+    push(b - 1 + size_);
+    std::int64_t m = none;
+    for (std::size_t l = a + size_, r = b + size_; l < r; l /= 2, r /= 2) {
+      if (l % 2 == 1) {
+        m = std::min(m, min_[l++]);
+      }
+      if (r % 2 == 1) {
+        m = std::min(m, min_[--r]);
+      }
+    }
+    return m;
   }
 
   // The largest i < b whose value is below t, or -1.
-  std::ptrdiff_t last_below(std::size_t b, std::int64_t t) const {
+  std::ptrdiff_t last_below(std::size_t b, std::int64_t t) {
     if (n_ <= flat_up_to) {
       for (std::size_t i = b; i-- > 0;) {
         if (min_[i] < t) {
@@ -72,55 +102,68 @@ class min_add_tree {
       }
       return -1;
     }
-    return last_below(1, 0, size_, b, t, 0);
+    if (b == 0) {
+      return -1;
+    }
+    // The nodes that tile [0, b), right to left: those taken from the right end come in that
+    // order; from the left end (leaf 0) only the root can come, alone, when b covers every leaf.
+    push(size_);
+    push(b - 1 + size_);
+    for (std::size_t l = size_, r = b + size_; l < r; l /= 2, r /= 2) {
+      if (r % 2 == 1 && min_[--r] < t) {
+        return descend(r, t);
+      }
+      if (l % 2 == 1) {
+        if (min_[l] < t) {
+          return descend(l, t);
+        }
+        ++l;
+      }
+    }
+    return -1;
   }
 
   static constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max() / 4;
 
  private:
-  void add(std::size_t node, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b,
-           std::int64_t d) {
-    if (b <= lo || hi <= a) {
-      return;
-    }
-    if (a <= lo && hi <= b) {
-      min_[node] += d;
+  void apply(std::size_t node, std::int64_t d) {
+    min_[node] += d;
+    if (node < size_) {
       add_[node] += d;
-      return;
     }
-    const std::size_t mid = (lo + hi) / 2;
-    add(2 * node, lo, mid, a, b, d);
-    add(2 * node + 1, mid, hi, a, b, d);
-    min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
   }
 
-  std::int64_t min(std::size_t node, std::size_t lo, std::size_t hi, std::size_t a,
-                   std::size_t b) const {
-    if (b <= lo || hi <= a) {
-      return none;
+  // The minima of the leaf's ancestors, from its own.
+  void pull(std::size_t leaf) {
+    for (std::size_t node = leaf / 2; node >= 1; node /= 2) {
+      min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
     }
-    if (a <= lo && hi <= b) {
-      return min_[node];
-    }
-    const std::size_t mid = (lo + hi) / 2;
-    return std::min(min(2 * node, lo, mid, a, b), min(2 * node + 1, mid, hi, a, b)) + add_[node];
   }
 
-  // `above`: the adds pending at the node's ancestors.
-  std::ptrdiff_t last_below(std::size_t node, std::size_t lo, std::size_t hi, std::size_t b,
-                            std::int64_t t, std::int64_t above) const {
-    if (lo >= b || lo >= n_ || min_[node] + above >= t) {
-      return -1;
+  // The pending adds of the leaf's ancestors moved down, root first: afterwards the minimum of
+  // every node beside its path is the true one.
+  void push(std::size_t leaf) {
+    for (std::size_t level = height_; level > 0; --level) {
+      const std::size_t node = leaf >> level;
+      if (add_[node] != 0) {
+        apply(2 * node, add_[node]);
+        apply(2 * node + 1, add_[node]);
+        add_[node] = 0;
+      }
     }
-    if (hi - lo == 1) {
-      return static_cast<std::ptrdiff_t>(lo);
-    }
-    const std::size_t mid = (lo + hi) / 2;
-    const std::ptrdiff_t right = last_below(2 * node + 1, mid, hi, b, t, above + add_[node]);
-    return right >= 0 ? right : last_below(2 * node, lo, mid, b, t, above + add_[node]);
   }
 
-  std::size_t n_ = 0, size_ = 1;
+  // The last leaf below t under `node`, whose minimum (true, nothing pending above it) is.
+  std::ptrdiff_t descend(std::size_t node, std::int64_t t) const {
+    std::int64_t above = 0; // the adds pending at the node and its ancestors on the way down
+    while (node < size_) {
+      above += add_[node];
+      node = min_[2 * node + 1] + above < t ? 2 * node + 1 : 2 * node;
+    }
+    return static_cast<std::ptrdiff_t>(node - size_);
+  }
+
+  std::size_t n_ = 0, size_ = 1, height_ = 0;
   std::vector<std::int64_t> min_, add_; // the values themselves when flat
 };
 
@@ -166,7 +209,7 @@ class completion {
   }
 
   // Whether one more pack of level l keeps the rank completable; if so, `j0` for add().
-  bool can_add(std::size_t l, std::size_t& j0) const {
+  bool can_add(std::size_t l, std::size_t& j0) {
     const std::int64_t r_l = upper_.min(l, k_);
     if (r_l < 1) {
       return false;
