@@ -60,7 +60,10 @@ completion_answer completable(const std::vector<std::int32_t>& cnt,
 TEST_CASE("min_add_tree answers range minima and last-below queries like a plain array") {
   prng rng(5);
   for (int trial = 0; trial < 300; ++trial) {
-    const auto n = static_cast<std::size_t>(rng.uniform(1, 200)); // flat and tree
+    // Flat and tree; a third of the trees exactly fill their leaves (n a power of two), where
+    // a range over every value reaches the root.
+    const auto n = rng.chance(1, 3) ? std::size_t{128} << rng.below(2)
+                                    : static_cast<std::size_t>(rng.uniform(1, 200));
     std::vector<std::int64_t> v(n);
     for (auto& x : v) {
       x = rng.uniform(-20, 20);
@@ -68,9 +71,12 @@ TEST_CASE("min_add_tree answers range minima and last-below queries like a plain
     detail::stage2::min_add_tree tree;
     tree.assign(v.data(), n);
     for (int op = 0; op < 60; ++op) {
-      const auto a = static_cast<std::size_t>(rng.below(n + 1));
-      const auto b = static_cast<std::size_t>(
-          rng.uniform(static_cast<std::int64_t>(a), static_cast<std::int64_t>(n)));
+      // Any range, or one from the first value, to the last, or both (as the pin asks).
+      const auto ends = rng.below(4);
+      const auto a = ends == 1 || ends == 3 ? 0 : static_cast<std::size_t>(rng.below(n + 1));
+      const auto b = ends >= 2 ? n
+                               : static_cast<std::size_t>(rng.uniform(
+                                     static_cast<std::int64_t>(a), static_cast<std::int64_t>(n)));
       if (rng.chance(1, 2)) {
         const std::int64_t d = rng.uniform(-3, 3);
         tree.add(a, b, d);

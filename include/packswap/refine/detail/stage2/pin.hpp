@@ -13,9 +13,10 @@ namespace packswap::detail::stage2 {
 
 // Range add and range minimum over int64 values 0..n-1, with the last index before b whose value
 // is below a threshold: a segment tree walked bottom-up, without recursion, whose nodes keep their
-// own pending add (the minimum of a node includes its own add, not its ancestors'); a query first
-// pushes the adds above its two boundary leaves down to their children. O(log n) per call; up to
-// `flat_up_to` values, a plain array scanned in O(n), which is faster there. `assign` is O(n).
+// own pending add: a node's minimum includes its own add, not its ancestors', which a query adds
+// on its way up (the nodes that tile a range on either side lie under one chain of ancestors).
+// O(log n) per call; up to `flat_up_to` values, a plain array scanned in O(n), which is faster
+// there. `assign` is O(n).
 class min_add_tree {
  public:
   static constexpr std::size_t flat_up_to = 64;
@@ -27,13 +28,11 @@ class min_add_tree {
       return;
     }
     size_ = 1;
-    height_ = 0;
     while (size_ < n) {
       size_ *= 2;
-      ++height_;
     }
     min_.assign(2 * size_, none);
-    add_.assign(size_, 0);
+    add_.assign(size_ + 1, 0); // internal nodes; add_[0] and add_[size_] stay 0 (see min)
     for (std::size_t i = 0; i < n; ++i) {
       min_[size_ + i] = v[i];
     }
@@ -62,12 +61,11 @@ class min_add_tree {
         apply(--r, d);
       }
     }
-    pull(a + size_);
-    pull(b - 1 + size_);
+    pull(a + size_, b - 1 + size_);
   }
 
   // The smallest value in [a, b) (`none` when empty).
-  std::int64_t min(std::size_t a, std::size_t b) {
+  std::int64_t min(std::size_t a, std::size_t b) const {
     if (n_ <= flat_up_to) {
       std::int64_t m = none;
       for (std::size_t i = a; i < b; ++i) {
@@ -78,22 +76,30 @@ class min_add_tree {
     if (a >= b) {
       return none;
     }
-    push(a + size_);
-    push(b - 1 + size_);
-    std::int64_t m = none;
-    for (std::size_t l = a + size_, r = b + size_; l < r; l /= 2, r /= 2) {
+    // The nodes taken on the left so far lie under node l - 1 once l moves up, those on the
+    // right under node r: each side owes the adds of its chain. (Before a side takes a node, what
+    // it adds to `none` is noise far below none's size.)
+    std::int64_t left = none;
+    std::int64_t right = none;
+    std::size_t l = a + size_;
+    std::size_t r = b + size_;
+    while (l < r) {
       if (l % 2 == 1) {
-        m = std::min(m, min_[l++]);
+        left = std::min(left, min_[l++]);
       }
       if (r % 2 == 1) {
-        m = std::min(m, min_[--r]);
+        right = std::min(right, min_[--r]);
       }
+      l /= 2;
+      r /= 2;
+      left += add_[l - 1];
+      right += add_[r];
     }
-    return m;
+    return std::min(left + adds_above(l - 1), right + adds_above(r));
   }
 
   // The largest i < b whose value is below t, or -1.
-  std::ptrdiff_t last_below(std::size_t b, std::int64_t t) {
+  std::ptrdiff_t last_below(std::size_t b, std::int64_t t) const {
     if (n_ <= flat_up_to) {
       for (std::size_t i = b; i-- > 0;) {
         if (min_[i] < t) {
@@ -105,19 +111,34 @@ class min_add_tree {
     if (b == 0) {
       return -1;
     }
-    // The nodes that tile [0, b), right to left: those taken from the right end come in that
-    // order; from the left end (leaf 0) only the root can come, alone, when b covers every leaf.
-    push(size_);
-    push(b - 1 + size_);
-    for (std::size_t l = size_, r = b + size_; l < r; l /= 2, r /= 2) {
-      if (r % 2 == 1 && min_[--r] < t) {
-        return descend(r, t);
+    // The nodes that tile [0, b) come off its right end, right to left, one level at a time
+    // (from its left end, leaf 0, only the root can come, alone, when b covers every leaf):
+    // taken[h] at level h, or 0. Each lies under chain[h], the right end one level up, and the
+    // chain climbs by parents: owed[h] sums the adds of chain[h] and everything above it.
+    std::size_t taken[64];
+    std::size_t chain[64];
+    std::int64_t owed[64];
+    std::size_t levels = 0;
+    for (std::size_t l = size_, r = b + size_; l < r; l /= 2, r /= 2, ++levels) {
+      taken[levels] = 0;
+      chain[levels] = 0; // the root, taken, has no ancestors
+      if (r % 2 == 1) {
+        taken[levels] = --r;
+        chain[levels] = r / 2;
+      } else if (l % 2 == 1) {
+        taken[levels] = l++;
+      } else {
+        chain[levels] = r / 2;
       }
-      if (l % 2 == 1) {
-        if (min_[l] < t) {
-          return descend(l, t);
-        }
-        ++l;
+    }
+    std::int64_t above = levels > 0 ? adds_above(chain[levels - 1]) : 0;
+    for (std::size_t h = levels; h-- > 0;) {
+      above += add_[chain[h]];
+      owed[h] = above;
+    }
+    for (std::size_t h = 0; h < levels; ++h) {
+      if (taken[h] != 0 && min_[taken[h]] + owed[h] < t) {
+        return descend(taken[h], t, owed[h]);
       }
     }
     return -1;
@@ -133,29 +154,40 @@ class min_add_tree {
     }
   }
 
-  // The minima of the leaf's ancestors, from its own.
-  void pull(std::size_t leaf) {
-    for (std::size_t node = leaf / 2; node >= 1; node /= 2) {
-      min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
+  // The minima of the ancestors of leaves a <= b, from below, each once; above the first they
+  // share (which may be a node the add took whole), where every change lies below, only while a
+  // minimum changes.
+  void pull(std::size_t a, std::size_t b) {
+    for (a /= 2, b /= 2; a != b; a /= 2, b /= 2) {
+      fix(a);
+      fix(b);
     }
-  }
-
-  // The pending adds of the leaf's ancestors moved down, root first: afterwards the minimum of
-  // every node beside its path is the true one.
-  void push(std::size_t leaf) {
-    for (std::size_t level = height_; level > 0; --level) {
-      const std::size_t node = leaf >> level;
-      if (add_[node] != 0) {
-        apply(2 * node, add_[node]);
-        apply(2 * node + 1, add_[node]);
-        add_[node] = 0;
+    fix(a);
+    for (a /= 2; a >= 1; a /= 2) {
+      const std::int64_t before = min_[a];
+      fix(a);
+      if (min_[a] == before) {
+        break;
       }
     }
   }
 
-  // The last leaf below t under `node`, whose minimum (true, nothing pending above it) is.
-  std::ptrdiff_t descend(std::size_t node, std::int64_t t) const {
-    std::int64_t above = 0; // the adds pending at the node and its ancestors on the way down
+  void fix(std::size_t node) {
+    min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
+  }
+
+  // The adds of the node's strict ancestors.
+  std::int64_t adds_above(std::size_t node) const {
+    std::int64_t sum = 0;
+    for (node /= 2; node >= 1; node /= 2) {
+      sum += add_[node];
+    }
+    return sum;
+  }
+
+  // The last leaf below t under `node`, whose true minimum (with `above`, its ancestors' adds)
+  // is.
+  std::ptrdiff_t descend(std::size_t node, std::int64_t t, std::int64_t above) const {
     while (node < size_) {
       above += add_[node];
       node = min_[2 * node + 1] + above < t ? 2 * node + 1 : 2 * node;
@@ -163,7 +195,7 @@ class min_add_tree {
     return static_cast<std::ptrdiff_t>(node - size_);
   }
 
-  std::size_t n_ = 0, size_ = 1, height_ = 0;
+  std::size_t n_ = 0, size_ = 1;
   std::vector<std::int64_t> min_, add_; // the values themselves when flat
 };
 
@@ -209,7 +241,7 @@ class completion {
   }
 
   // Whether one more pack of level l keeps the rank completable; if so, `j0` for add().
-  bool can_add(std::size_t l, std::size_t& j0) {
+  bool can_add(std::size_t l, std::size_t& j0) const {
     const std::int64_t r_l = upper_.min(l, k_);
     if (r_l < 1) {
       return false;
