@@ -284,8 +284,8 @@ struct state {
   }
 
   // Empties every rank. The packs' places and locks are cleared by pin(), rank by rank, as it
-  // reads the records anyway; nothing reads a rank's items past its used ones, nor full before
-  // rebuilding it.
+  // reads the records anyway; nothing reads a rank's items past its used ones, nor its full,
+  // surplus and crowded_levels before full_from() rebuilds them.
   void reset() {
     locked.resize(n);
     items.resize(dp * k);
