@@ -2,6 +2,8 @@
 // obvious computation.
 #include <packswap/detail/prng.hpp>
 #include <packswap/refine/detail/stage2/pin.hpp>
+#include <packswap/refine/detail/stage2/state.hpp>
+#include <packswap/refine/topology.hpp>
 #include <packswap/solve.hpp>
 
 #include <doctest/doctest.h>
@@ -58,7 +60,10 @@ completion_answer completable(const std::vector<std::int32_t>& cnt,
 TEST_CASE("min_add_tree answers range minima and last-below queries like a plain array") {
   prng rng(5);
   for (int trial = 0; trial < 300; ++trial) {
-    const auto n = static_cast<std::size_t>(rng.uniform(1, 200)); // flat and tree
+    // Flat and tree; a third of the trees exactly fill their leaves (n a power of two), where
+    // a range over every value reaches the root.
+    const auto n = rng.chance(1, 3) ? std::size_t{128} << rng.below(2)
+                                    : static_cast<std::size_t>(rng.uniform(1, 200));
     std::vector<std::int64_t> v(n);
     for (auto& x : v) {
       x = rng.uniform(-20, 20);
@@ -66,9 +71,12 @@ TEST_CASE("min_add_tree answers range minima and last-below queries like a plain
     detail::stage2::min_add_tree tree;
     tree.assign(v.data(), n);
     for (int op = 0; op < 60; ++op) {
-      const auto a = static_cast<std::size_t>(rng.below(n + 1));
-      const auto b = static_cast<std::size_t>(
-          rng.uniform(static_cast<std::int64_t>(a), static_cast<std::int64_t>(n)));
+      // Any range, or one from the first value, to the last, or both (as the pin asks).
+      const auto ends = rng.below(4);
+      const auto a = ends == 1 || ends == 3 ? 0 : static_cast<std::size_t>(rng.below(n + 1));
+      const auto b = ends >= 2 ? n
+                               : static_cast<std::size_t>(rng.uniform(
+                                     static_cast<std::int64_t>(a), static_cast<std::int64_t>(n)));
       if (rng.chance(1, 2)) {
         const std::int64_t d = rng.uniform(-3, 3);
         tree.add(a, b, d);
@@ -129,6 +137,96 @@ TEST_CASE("completion tracks whether a rank stays completable as packs come and 
       REQUIRE(now.ok);
       CHECK(tree.fill_lo == now.fill_lo);
       CHECK(tree.fill_hi == now.fill_hi);
+    }
+  }
+}
+
+TEST_CASE("state keeps full_from and level_excess exact through swaps across levels") {
+  // Random placements (crowded levels included) of random level sets, then random swaps: after
+  // each, both ranks' full_from rows, crowded counts and level_excess match their definitions
+  // over the level counts, whether the row was up to date before the swap (updated in place) or
+  // not (rebuilt).
+  prng rng(23);
+  for (int trial = 0; trial < 60; ++trial) {
+    const shape s{static_cast<std::int32_t>(rng.uniform(1, 6)),
+                  static_cast<std::int32_t>(rng.uniform(1, 80)), 1};
+    const auto k = static_cast<std::size_t>(s.ga);
+    const auto n = static_cast<std::size_t>(s.packs());
+    std::vector<pack_meta> packs(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      packs[p].cost = rng.uniform(0, static_cast<std::int64_t>(k) * 3);
+      packs[p].bytes = rng.uniform(1, 100);
+      packs[p].source_rank = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp)));
+    }
+    std::vector<std::int32_t> order(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      order[p] = static_cast<std::int32_t>(p);
+    }
+    std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+      return packs[static_cast<std::size_t>(a)].cost > packs[static_cast<std::size_t>(b)].cost ||
+             (packs[static_cast<std::size_t>(a)].cost == packs[static_cast<std::size_t>(b)].cost &&
+              a < b);
+    });
+    std::vector<std::int64_t> caps(k);
+    for (std::size_t j = 0; j < k; ++j) { // non-increasing, caps[0] above every cost
+      caps[j] = static_cast<std::int64_t>(3 * (k - j));
+    }
+    detail::stage2::state st;
+    st.prepare(packs, s, topology{}, caps, 0, order);
+    st.reset();
+    // Ranks of k packs each, in a random deal.
+    std::vector<std::size_t> deal(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      deal[p] = p / k;
+    }
+    for (std::size_t p = n; p-- > 1;) {
+      std::swap(deal[p], deal[static_cast<std::size_t>(rng.below(p + 1))]);
+    }
+    for (std::size_t p = 0; p < n; ++p) {
+      st.place(p, deal[p]);
+    }
+    const auto check_rank = [&](std::size_t r) {
+      std::vector<std::int32_t> want(k);
+      std::int32_t prefix = 0;
+      std::int32_t excess = 0;
+      std::int32_t crowded = 0;
+      for (std::size_t j = 0; j < k; ++j) {
+        prefix += st.cnt[r * k + j];
+        excess = std::max(excess, prefix - static_cast<std::int32_t>(j) - 1);
+        crowded += prefix > static_cast<std::int32_t>(j) + 1 ? 1 : 0;
+      }
+      for (std::size_t j = 0; j < k; ++j) {
+        want[j] = static_cast<std::int32_t>(k);
+        std::int32_t held = 0;
+        for (std::size_t i = 0; i < k; ++i) {
+          held += st.cnt[r * k + i];
+          if (i >= j && held >= static_cast<std::int32_t>(i) + 1) {
+            want[j] = static_cast<std::int32_t>(i);
+            break;
+          }
+        }
+      }
+      CHECK(st.level_excess(r) == excess);
+      const std::int32_t* f = st.full_from(r);
+      CHECK(std::vector<std::int32_t>(f, f + k) == want);
+      CHECK(st.crowded_levels[r] == crowded);
+    };
+    for (int op = 0; op < 200; ++op) {
+      const auto x = static_cast<std::size_t>(rng.below(n));
+      const auto y = static_cast<std::size_t>(rng.below(n));
+      const auto a = static_cast<std::size_t>(st.pk[x].rank);
+      const auto b = static_cast<std::size_t>(st.pk[y].rank);
+      if (a == b) {
+        continue;
+      }
+      if (rng.chance(1, 8)) { // a rank whose row goes stale: rebuilt on its next query
+        st.unplace(x);
+        st.place(x, a);
+      }
+      st.swap_packs(x, y);
+      INFO("trial " << trial << " op " << op);
+      check_rank(a);
+      check_rank(b);
     }
   }
 }

@@ -12,9 +12,11 @@
 namespace packswap::detail::stage2 {
 
 // Range add and range minimum over int64 values 0..n-1, with the last index before b whose value
-// is below a threshold: a segment tree whose nodes keep their own pending add (never pushed
-// down), O(log n) per call; up to `flat_up_to` values, a plain array scanned in O(n), which is
-// faster there. `assign` is O(n).
+// is below a threshold: a segment tree walked bottom-up, without recursion, whose nodes keep their
+// own pending add: a node's minimum includes its own add, not its ancestors', which a query adds
+// on its way up (the nodes that tile a range on either side lie under one chain of ancestors).
+// O(log n) per call; up to `flat_up_to` values, a plain array scanned in O(n), which is faster
+// there. `assign` is O(n).
 class min_add_tree {
  public:
   static constexpr std::size_t flat_up_to = 64;
@@ -30,7 +32,7 @@ class min_add_tree {
       size_ *= 2;
     }
     min_.assign(2 * size_, none);
-    add_.assign(2 * size_, 0);
+    add_.assign(size_ + 1, 0); // internal nodes; add_[0] and add_[size_] stay 0 (see min)
     for (std::size_t i = 0; i < n; ++i) {
       min_[size_ + i] = v[i];
     }
@@ -45,9 +47,21 @@ class min_add_tree {
       for (std::size_t i = a; i < b; ++i) {
         min_[i] += d;
       }
-    } else if (a < b) {
-      add(1, 0, size_, a, b, d);
+      return;
     }
+    if (a >= b) {
+      return;
+    }
+    // The nodes that tile [a, b), then the minima of their ancestors.
+    for (std::size_t l = a + size_, r = b + size_; l < r; l /= 2, r /= 2) {
+      if (l % 2 == 1) {
+        apply(l++, d);
+      }
+      if (r % 2 == 1) {
+        apply(--r, d);
+      }
+    }
+    pull(a + size_, b - 1 + size_);
   }
 
   // The smallest value in [a, b) (`none` when empty).
@@ -59,7 +73,29 @@ class min_add_tree {
       }
       return m;
     }
-    return a < b ? min(1, 0, size_, a, b) : none;
+    if (a >= b) {
+      return none;
+    }
+    // The nodes taken on the left so far lie under node l - 1 once l moves up, those on the
+    // right under node r: each side owes the adds of its chain. (Before a side takes a node, what
+    // it adds to `none` is noise far below none's size.)
+    std::int64_t left = none;
+    std::int64_t right = none;
+    std::size_t l = a + size_;
+    std::size_t r = b + size_;
+    while (l < r) {
+      if (l % 2 == 1) {
+        left = std::min(left, min_[l++]);
+      }
+      if (r % 2 == 1) {
+        right = std::min(right, min_[--r]);
+      }
+      l /= 2;
+      r /= 2;
+      left += add_[l - 1];
+      right += add_[r];
+    }
+    return std::min(left + adds_above(l - 1), right + adds_above(r));
   }
 
   // The largest i < b whose value is below t, or -1.
@@ -72,52 +108,91 @@ class min_add_tree {
       }
       return -1;
     }
-    return last_below(1, 0, size_, b, t, 0);
+    if (b == 0) {
+      return -1;
+    }
+    // The nodes that tile [0, b) come off its right end, right to left, one level at a time
+    // (from its left end, leaf 0, only the root can come, alone, when b covers every leaf):
+    // taken[h] at level h, or 0. Each lies under chain[h], the right end one level up, and the
+    // chain climbs by parents: owed[h] sums the adds of chain[h] and everything above it.
+    std::size_t taken[64];
+    std::size_t chain[64];
+    std::int64_t owed[64];
+    std::size_t levels = 0;
+    for (std::size_t l = size_, r = b + size_; l < r; l /= 2, r /= 2, ++levels) {
+      taken[levels] = 0;
+      chain[levels] = 0; // the root, taken, has no ancestors
+      if (r % 2 == 1) {
+        taken[levels] = --r;
+        chain[levels] = r / 2;
+      } else if (l % 2 == 1) {
+        taken[levels] = l++;
+      } else {
+        chain[levels] = r / 2;
+      }
+    }
+    std::int64_t above = levels > 0 ? adds_above(chain[levels - 1]) : 0;
+    for (std::size_t h = levels; h-- > 0;) {
+      above += add_[chain[h]];
+      owed[h] = above;
+    }
+    for (std::size_t h = 0; h < levels; ++h) {
+      if (taken[h] != 0 && min_[taken[h]] + owed[h] < t) {
+        return descend(taken[h], t, owed[h]);
+      }
+    }
+    return -1;
   }
 
   static constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max() / 4;
 
  private:
-  void add(std::size_t node, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b,
-           std::int64_t d) {
-    if (b <= lo || hi <= a) {
-      return;
-    }
-    if (a <= lo && hi <= b) {
-      min_[node] += d;
+  void apply(std::size_t node, std::int64_t d) {
+    min_[node] += d;
+    if (node < size_) {
       add_[node] += d;
-      return;
     }
-    const std::size_t mid = (lo + hi) / 2;
-    add(2 * node, lo, mid, a, b, d);
-    add(2 * node + 1, mid, hi, a, b, d);
+  }
+
+  // The minima of the ancestors of leaves a <= b, from below, each once; above the first they
+  // share (which may be a node the add took whole), where every change lies below, only while a
+  // minimum changes.
+  void pull(std::size_t a, std::size_t b) {
+    for (a /= 2, b /= 2; a != b; a /= 2, b /= 2) {
+      fix(a);
+      fix(b);
+    }
+    fix(a);
+    for (a /= 2; a >= 1; a /= 2) {
+      const std::int64_t before = min_[a];
+      fix(a);
+      if (min_[a] == before) {
+        break;
+      }
+    }
+  }
+
+  void fix(std::size_t node) {
     min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
   }
 
-  std::int64_t min(std::size_t node, std::size_t lo, std::size_t hi, std::size_t a,
-                   std::size_t b) const {
-    if (b <= lo || hi <= a) {
-      return none;
+  // The adds of the node's strict ancestors.
+  std::int64_t adds_above(std::size_t node) const {
+    std::int64_t sum = 0;
+    for (node /= 2; node >= 1; node /= 2) {
+      sum += add_[node];
     }
-    if (a <= lo && hi <= b) {
-      return min_[node];
-    }
-    const std::size_t mid = (lo + hi) / 2;
-    return std::min(min(2 * node, lo, mid, a, b), min(2 * node + 1, mid, hi, a, b)) + add_[node];
+    return sum;
   }
 
-  // `above`: the adds pending at the node's ancestors.
-  std::ptrdiff_t last_below(std::size_t node, std::size_t lo, std::size_t hi, std::size_t b,
-                            std::int64_t t, std::int64_t above) const {
-    if (lo >= b || lo >= n_ || min_[node] + above >= t) {
-      return -1;
+  // The last leaf below t under `node`, whose true minimum (with `above`, its ancestors' adds)
+  // is.
+  std::ptrdiff_t descend(std::size_t node, std::int64_t t, std::int64_t above) const {
+    while (node < size_) {
+      above += add_[node];
+      node = min_[2 * node + 1] + above < t ? 2 * node + 1 : 2 * node;
     }
-    if (hi - lo == 1) {
-      return static_cast<std::ptrdiff_t>(lo);
-    }
-    const std::size_t mid = (lo + hi) / 2;
-    const std::ptrdiff_t right = last_below(2 * node + 1, mid, hi, b, t, above + add_[node]);
-    return right >= 0 ? right : last_below(2 * node, lo, mid, b, t, above + add_[node]);
+    return static_cast<std::ptrdiff_t>(node - size_);
   }
 
   std::size_t n_ = 0, size_ = 1;

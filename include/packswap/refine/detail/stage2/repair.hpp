@@ -36,10 +36,10 @@ namespace packswap::detail::stage2 {
 /// for p picks (repair_picks of each kind, four times as many for a partial fix) and the m
 /// roomiest ranks: O(k) to read the rank and pick, O(m (k / 16 + k)) for the level tables with
 /// at most scan_limit levels of r per level of a partner, O(p (log n + scan_limit)) through the
-/// cost index, O(m k log(m k)) for a batch; a chain step O(c w (k + c w)) for c chain_picks and
-/// w chain_width; O(dp) at the start of each run to count the excess, O(1) per step to judge
-/// the pace. Up to 2n + 16 steps, and at most the work bound: the work counted (candidates
-/// weighed, packs read) stops the phase at the first step past it.
+/// cost index, O(m k + t log(m k)) for a batch taking t swaps; a chain step O(c w (k + c w))
+/// for c chain_picks and w chain_width; O(dp) at the start of each run to count the excess, O(1)
+/// per step to judge the pace. Up to 2n + 16 steps, and at most the work bound: the work counted
+/// (candidates weighed, packs read) stops the phase at the first step past it.
 class repair_phase {
  public:
   // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
@@ -154,7 +154,7 @@ class repair_phase {
   }
 
   // Order of repair: crowded levels first (they block everything), then load excess.
-  static std::int64_t over_key(const state& st, std::size_t r) {
+  static std::int64_t over_key(state& st, std::size_t r) {
     const std::int64_t crowd = st.level_excess(r);
     return crowd > 0 ? crowded_key + crowd : st.excess(r);
   }
@@ -368,9 +368,9 @@ class repair_phase {
   // more ends the batch: the one that ends r's excess alone moving the fewest bytes, or else the
   // one moving the fewest per unit of d; later (a rank that needs many steps) they are taken in
   // order too, which takes far fewer steps for slightly more bytes.
-  // Same-level swaps keep every rank's level counts. O(m k log(m k)) for m partners. Where none
-  // fits a partner's room: the one swap that overloads a partner least, when that still lowers the
-  // total excess (the partner is repaired in its turn).
+  // Same-level swaps keep every rank's level counts. O(m k + t log(m k)) for m partners and t
+  // swaps taken or passed over. Where none fits a partner's room: the one swap that overloads a
+  // partner least, when that still lowers the total excess (the partner is repaired in its turn).
   bool batch_step(state& st, std::size_t r, std::int64_t exc) {
     swaps_.clear();
     for (const std::size_t s2 : scratch_ranks_) {
@@ -392,34 +392,40 @@ class repair_phase {
       }
     }
     st.work += static_cast<std::int64_t>(swaps_.size());
-    std::sort(swaps_.begin(), swaps_.end(), [](const batch_swap& a, const batch_swap& b) {
+    // The order the swaps are taken in (a total order: no two share x and y). A step takes few
+    // of them, so they come off a heap, O(m + t log m) for t taken, rather than a sort of all.
+    const auto later = [](const batch_swap& a, const batch_swap& b) {
       const bool a_free = a.delta <= 0;
       const bool b_free = b.delta <= 0;
       if (a_free != b_free) {
-        return a_free;
+        return b_free;
       }
       if (a_free) {
-        return std::tie(b.d, a.delta, a.x, a.y) < std::tie(a.d, b.delta, b.x, b.y);
+        return std::tie(a.d, b.delta, b.x, b.y) < std::tie(b.d, a.delta, a.x, a.y);
       }
-      const int c = compare_products(a.delta, b.d, b.delta, a.d);
-      return c != 0 ? c < 0 : std::tie(a.x, a.y) < std::tie(b.x, b.y);
-    });
+      const int c = compare_products(b.delta, a.d, a.delta, b.d);
+      return c != 0 ? c < 0 : std::tie(b.x, b.y) < std::tie(a.x, a.y);
+    };
+    std::make_heap(swaps_.begin(), swaps_.end(), later);
     const auto usable = [&](const batch_swap& sw) {
       return st.pk[sw.x].rank == static_cast<std::int32_t>(r) &&
              st.pk[sw.y].rank == static_cast<std::int32_t>(sw.partner) &&
              st.load[sw.partner] + sw.d <= st.limit;
     };
     bool any = false;
-    for (std::size_t i = 0; i < swaps_.size() && st.load[r] > st.limit; ++i) {
-      if (!usable(swaps_[i])) {
+    // swaps_[0, left): the heap of the swaps not taken yet; the next one goes to swaps_[left].
+    for (std::size_t left = swaps_.size(); left > 0 && st.load[r] > st.limit;) {
+      std::pop_heap(swaps_.begin(), swaps_.begin() + static_cast<std::ptrdiff_t>(left), later);
+      const batch_swap& next = swaps_[--left];
+      if (!usable(next)) {
         continue;
       }
-      // A swap that moves bytes while another usable one finishes the job: the one of those
-      // that moves the fewest bytes, and done.
-      if (swaps_[i].delta > 0 && steps_on_[r] <= careful_steps) {
+      // A swap that moves bytes while another usable one (of it and the rest) finishes the job:
+      // the one of those that moves the fewest bytes, and done.
+      if (next.delta > 0 && steps_on_[r] <= careful_steps) {
         const std::int64_t rest = st.load[r] - st.limit;
         const batch_swap* finish = nullptr;
-        for (std::size_t j = i; j < swaps_.size(); ++j) {
+        for (std::size_t j = 0; j <= left; ++j) {
           const auto& sw = swaps_[j];
           if (sw.d >= rest && usable(sw) &&
               (finish == nullptr ||
@@ -427,16 +433,16 @@ class repair_phase {
             finish = &sw;
           }
         }
-        st.work += static_cast<std::int64_t>(swaps_.size() - i);
+        st.work += static_cast<std::int64_t>(left + 1);
         // Else the one moving the fewest bytes per unit of d, alone: the next step weighs the
         // rest again, with what the swap changed.
-        const batch_swap& take = finish != nullptr ? *finish : swaps_[i];
+        const batch_swap& take = finish != nullptr ? *finish : next;
         st.swap_packs(take.x, take.y);
         changed_.push_back(take.partner);
         return true;
       }
-      st.swap_packs(swaps_[i].x, swaps_[i].y);
-      changed_.push_back(swaps_[i].partner);
+      st.swap_packs(next.x, next.y);
+      changed_.push_back(next.partner);
       any = true;
     }
     if (any) {

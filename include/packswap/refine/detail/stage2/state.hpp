@@ -65,9 +65,12 @@ struct tuning {
 /// keeps every micro-step's maximum within its cap (A <= sum(caps)). Every phase keeps this
 /// for every rank, except where the repair's comment says otherwise.
 ///
-/// Costs: prepare() O(n log k) (each rank's own packs sorted by bytes); place, unplace and
-/// swap_packs O(1); full_from(r) O(k) when r's level counts changed since its last call (a
-/// swap across levels), else O(1); index_levels() O(n + dp k).
+/// Costs: prepare() O(n log k) (each rank's own packs sorted by bytes); place and unplace O(1);
+/// full_from(r) O(k) when place or unplace changed r's level counts since its last call, else
+/// O(1); swap_packs O(1) for packs of one level, else O(|a - b| + w) on each of the two ranks
+/// for packs of levels a and b, w the levels below min(a, b) down to the rank's previous full
+/// level (where full_from is up to date; else O(1), the rebuild left to full_from);
+/// level_excess(r) O(1) for a rank that crowds no level, else O(k); index_levels() O(n + dp k).
 struct state {
   // How far ahead the passes over packs in input order fetch pack records.
   static constexpr std::size_t prefetch_distance = 8;
@@ -219,29 +222,70 @@ struct state {
   }
 
   // full_from(r)[j]: the lowest level j' >= j at which rank r's prefix is full (it holds j' + 1
-  // packs of level <= j'), or k. Rebuilt on demand after r's level counts change; the searches
-  // ask far more often than packs move.
+  // packs of level <= j'), or k. Rebuilt on demand after place or unplace changed r's level
+  // counts (the pin and the fill place every pack once); swap_packs keeps it, with the surplus
+  // and the crowded count, up to date over the levels the swap changes (`shift`).
   const std::int32_t* full_from(std::size_t r) {
     std::int32_t* f = &full[r * k];
     if (full_stale[r] != 0) {
       full_stale[r] = 0;
+      std::int32_t* s = &surplus[r * k];
       std::int32_t prefix = 0;
+      std::int32_t crowded = 0;
       for (std::size_t j = 0; j < k; ++j) {
         prefix += cnt[r * k + j];
-        f[j] = prefix >= static_cast<std::int32_t>(j) + 1 ? static_cast<std::int32_t>(j) : -1;
+        s[j] = prefix - static_cast<std::int32_t>(j) - 1;
+        crowded += s[j] > 0 ? 1 : 0;
       }
+      crowded_levels[r] = crowded;
       std::int32_t next = static_cast<std::int32_t>(k);
       for (std::size_t j = k; j-- > 0;) {
-        next = f[j] >= 0 ? f[j] : next;
+        next = s[j] >= 0 ? static_cast<std::int32_t>(j) : next;
         f[j] = next;
       }
     }
     return f;
   }
 
+  // Rank r's prefixes [lo, hi) change by d (one pack moved between levels lo and hi): the
+  // surplus there, the crowded count, and full_from on [lo, hi) and below lo down to the previous
+  // full level (above hi nothing changes). O(hi - lo + that walk). Only for a rank whose full_from
+  // is up to date.
+  void shift(std::size_t r, std::size_t lo, std::size_t hi, std::int32_t d) {
+    std::int32_t* s = &surplus[r * k];
+    std::int32_t* f = &full[r * k];
+    std::int32_t crowded = crowded_levels[r];
+    std::int32_t next = hi < k ? f[hi] : static_cast<std::int32_t>(k);
+    for (std::size_t j = hi; j-- > lo;) {
+      crowded -= s[j] > 0 ? 1 : 0;
+      s[j] += d;
+      crowded += s[j] > 0 ? 1 : 0;
+      next = s[j] >= 0 ? static_cast<std::int32_t>(j) : next;
+      f[j] = next;
+    }
+    crowded_levels[r] = crowded;
+    for (std::size_t j = lo; j-- > 0 && s[j] < 0;) {
+      f[j] = next;
+    }
+  }
+
+  // Rank r gives up a pack of level `out` and takes one of level `in`: its level counts, and
+  // full_from where that is up to date.
+  void relevel(std::size_t r, std::int32_t out, std::int32_t in) {
+    --cnt[r * k + static_cast<std::size_t>(out)];
+    ++cnt[r * k + static_cast<std::size_t>(in)];
+    if (full_stale[r] == 0) {
+      if (out < in) {
+        shift(r, static_cast<std::size_t>(out), static_cast<std::size_t>(in), -1);
+      } else {
+        shift(r, static_cast<std::size_t>(in), static_cast<std::size_t>(out), 1);
+      }
+    }
+  }
+
   // Empties every rank. The packs' places and locks are cleared by pin(), rank by rank, as it
-  // reads the records anyway; nothing reads a rank's items past its used ones, nor full before
-  // rebuilding it.
+  // reads the records anyway; nothing reads a rank's items past its used ones, nor its full,
+  // surplus and crowded_levels before full_from() rebuilds them.
   void reset() {
     locked.resize(n);
     items.resize(dp * k);
@@ -251,6 +295,8 @@ struct state {
     load.assign(dp, 0);
     cnt.assign(dp * k, 0);
     full.resize(dp * k);
+    surplus.resize(dp * k);
+    crowded_levels.resize(dp);
     full_stale.assign(dp, 1);
     levels_live = false;
   }
@@ -302,12 +348,8 @@ struct state {
     load[b] += d;
     total_excess += excess(a) + excess(b) - before;
     if (pk[x].level != pk[y].level) { // a same-level swap changes no level count
-      --cnt[a * k + static_cast<std::size_t>(pk[x].level)];
-      ++cnt[a * k + static_cast<std::size_t>(pk[y].level)];
-      --cnt[b * k + static_cast<std::size_t>(pk[y].level)];
-      ++cnt[b * k + static_cast<std::size_t>(pk[x].level)];
-      full_stale[a] = 1;
-      full_stale[b] = 1;
+      relevel(a, pk[x].level, pk[y].level);
+      relevel(b, pk[y].level, pk[x].level);
     }
     if (levels_live) {
       unlink(x, a);
@@ -376,15 +418,15 @@ struct state {
     return q;
   }
 
-  // Levels a rank breaks: the largest amount by which a prefix exceeds j + 1.
-  std::int32_t level_excess(std::size_t r) const {
-    std::int32_t prefix = 0;
-    std::int32_t worst = 0;
-    for (std::size_t j = 0; j < k; ++j) {
-      prefix += cnt[r * k + j];
-      worst = std::max(worst, prefix - static_cast<std::int32_t>(j) - 1);
+  // Levels a rank breaks: the largest amount by which a prefix exceeds j + 1. O(1) for a rank
+  // that crowds no level (once full_from(r) is up to date), else O(k).
+  std::int32_t level_excess(std::size_t r) {
+    full_from(r);
+    if (crowded_levels[r] == 0) {
+      return 0;
     }
-    return worst;
+    const std::int32_t* s = &surplus[r * k];
+    return std::max(0, *std::max_element(s, s + k));
   }
 
   std::int64_t excess(std::size_t r) const { return std::max<std::int64_t>(0, load[r] - limit); }
@@ -428,10 +470,12 @@ struct state {
   std::vector<std::int32_t> item_level; // and their levels, so scans test levels unread
   std::vector<std::size_t> used;
   std::vector<std::int64_t> load;
-  std::vector<std::int32_t> cnt;  // cnt[r * k + j]: rank r's packs of level j
-  std::vector<std::int32_t> full; // see full_from()
-  std::vector<char> full_stale;
-  std::vector<char> locked; // pinned home packs the re-deal leaves alone
+  std::vector<std::int32_t> cnt;     // cnt[r * k + j]: rank r's packs of level j
+  std::vector<std::int32_t> full;    // see full_from()
+  std::vector<std::int32_t> surplus; // surplus[r * k + j]: r's packs of level <= j, less j + 1
+  std::vector<std::int32_t> crowded_levels; // per rank: levels j where that surplus is above 0
+  std::vector<char> full_stale;             // full, surplus and crowded_levels need a rebuild
+  std::vector<char> locked;                 // pinned home packs the re-deal leaves alone
   std::vector<std::int32_t> at_level, next_at_level, prev_at_level; // see index_levels()
   bool levels_live = false;
 
