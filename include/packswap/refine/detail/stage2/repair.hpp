@@ -662,7 +662,7 @@ class repair_phase {
   };
   pace_mark recent_, before_;
   static constexpr std::int64_t pace_windows = 16;
-  static constexpr std::int64_t judged_after_part = 8;
+  static constexpr std::int64_t judged_after_part = 16;
   static constexpr std::int64_t judged_after_steps = 256;
   static constexpr std::int64_t crowded_key = std::int64_t{1} << 62; // see over_key()
   std::vector<std::size_t> scratch_ranks_;
