@@ -132,17 +132,18 @@ class repair_phase {
   }
 
  private:
-  // Whether the attempt's repairs, at the pace they have lowered the total excess lately, cannot
-  // end it within the work left: then the work left would be spent for nothing, as the answer
-  // would be the fallback anyway. The pace counts the work of the steps on load excess only (the
-  // steps that fix crowded levels come first and need not lower it), over the last one to two
-  // windows of work (1 / pace_windows of the allowance the attempt started with, each): a search
-  // that cannot reach the limit slows as the ranks left get harder, and its recent pace says so
-  // long before its pace since the start does, which is also judged, at half its value (twice
-  // the pace). Judged once the steps on load excess number at least judged_after_steps and have
-  // spent a part (1 / judged_after_part) of the allowance: with many ranks to repair, a few ranks
-  // may take many small steps before a large one. Integers and work counts only: every rank
-  // gives up at the same step. O(1).
+  // Whether the attempt's repairs, at the pace they have lowered the total excess, cannot end it
+  // within the work left: then the work left would be spent for nothing, as the answer would be
+  // the fallback anyway. The pace counts the work of the steps on load excess only (the steps
+  // that fix crowded levels come first and need not lower it). Hopeless: at twice the pace since
+  // the attempt's first repair began, or at the pace since then and at the pace of the last one
+  // to two windows of work (1 / pace_windows of the allowance the attempt started with, each)
+  // alike. A search that cannot reach the limit slows as the ranks left get harder, and its
+  // recent pace says so long before twice its pace since the start does. Judged once the steps
+  // on load excess number at least judged_after_steps and have spent a part (1 /
+  // judged_after_part) of the allowance: with many ranks to repair, a few ranks may take many
+  // small steps before a large one. Integers and work counts only: every rank gives up at the
+  // same step. O(1).
   bool hopeless(const state& st) {
     const std::int64_t load_work = st.work - level_work_;
     const std::int64_t window = (st.work_limit - start_work_) / pace_windows;
@@ -164,11 +165,13 @@ class repair_phase {
     if (compare_products(st.total_excess, spent, done, 2 * left) > 0) {
       return true;
     }
-    // The same at the pace lately, once it spans a window: total_excess / (done_lately / its
-    // work) > left.
+    // At the pace since the start (not twice it) and at the pace lately, once that spans a
+    // window, alike: total_excess / (done / spent) > left and total_excess / (done_lately / its
+    // work) > left. A repair that removed most of its excess early and goes slowly now (its last
+    // ranks wait for a re-deal) is judged by the first.
     const std::int64_t lately = load_work - before_.work;
     const std::int64_t done_lately = before_.excess - st.total_excess;
-    return lately >= window &&
+    return lately >= window && compare_products(st.total_excess, spent, done, left) > 0 &&
            (done_lately <= 0 || compare_products(st.total_excess, lately, done_lately, left) > 0);
   }
 
