@@ -65,9 +65,6 @@ class repair_phase {
       start_work_ = st.work;
       start_excess_ = st.total_excess;
     }
-    // The pace lately is judged within this run: a re-deal before it changes the excess.
-    recent_ = {st.work - level_work_, st.total_excess};
-    before_ = recent_;
     for (std::size_t r = 0; r < st.dp; ++r) {
       const std::int64_t key = over_key(st, r);
       if (key > 0) {
@@ -132,26 +129,17 @@ class repair_phase {
   }
 
  private:
-  // Whether the attempt's repairs, at the pace they have lowered the total excess, cannot end it
-  // within the work left: then the work left would be spent for nothing, as the answer would be
-  // the fallback anyway. The pace counts the work of the steps on load excess only (the steps
-  // that fix crowded levels come first and need not lower it). Hopeless: at twice the pace since
-  // the attempt's first repair began, or at the pace since then and at the pace of the last one
-  // to two windows of work (1 / pace_windows of the allowance the attempt started with, each)
-  // alike. A search that cannot reach the limit slows as the ranks left get harder, and its
-  // recent pace says so long before twice its pace since the start does. Judged once the steps
-  // on load excess number at least judged_after_steps and have spent a part (1 /
-  // judged_after_part) of the allowance: with many ranks to repair, a few ranks may take many
-  // small steps before a large one. Integers and work counts only: every rank gives up at the
-  // same step. O(1).
-  bool hopeless(const state& st) {
-    const std::int64_t load_work = st.work - level_work_;
-    const std::int64_t window = (st.work_limit - start_work_) / pace_windows;
-    if (load_work - recent_.work >= window) {
-      before_ = recent_;
-      recent_ = {load_work, st.total_excess};
-    }
-    const std::int64_t spent = load_work - start_work_;
+  // Whether the attempt's repairs, at the pace they have lowered the total excess since its
+  // first repair began, cannot end it within the work left, even at twice that pace: then
+  // the work left would be spent for nothing, as the answer would be the fallback anyway.
+  // The pace counts the work of the steps on load excess only (the steps that fix crowded
+  // levels come first and need not lower it). It is judged once those steps number at least
+  // judged_after_steps and have spent a part (1 / judged_after_part) of the allowance the
+  // attempt started with: with many ranks to repair it mostly slows as the ranks left get
+  // harder, while a few ranks may take many small steps before a large one. Integers and
+  // work counts only: every rank gives up at the same step. O(1).
+  bool hopeless(const state& st) const {
+    const std::int64_t spent = st.work - start_work_ - level_work_;
     const std::int64_t left = st.work_limit - st.work;
     if (load_steps_ < judged_after_steps ||
         spent < (st.work_limit - start_work_) / judged_after_part || left <= 0) {
@@ -162,17 +150,7 @@ class repair_phase {
       return true;
     }
     // total_excess / (done / spent) > 2 left, as products (128 bits).
-    if (compare_products(st.total_excess, spent, done, 2 * left) > 0) {
-      return true;
-    }
-    // At the pace since the start (not twice it) and at the pace lately, once that spans a
-    // window, alike: total_excess / (done / spent) > left and total_excess / (done_lately / its
-    // work) > left. A repair that removed most of its excess early and goes slowly now (its last
-    // ranks wait for a re-deal) is judged by the first.
-    const std::int64_t lately = load_work - before_.work;
-    const std::int64_t done_lately = before_.excess - st.total_excess;
-    return lately >= window && compare_products(st.total_excess, spent, done, left) > 0 &&
-           (done_lately <= 0 || compare_products(st.total_excess, lately, done_lately, left) > 0);
+    return compare_products(st.total_excess, spent, done, 2 * left) > 0;
   }
 
   // Order of repair: crowded levels first (they block everything), then load excess.
@@ -658,13 +636,6 @@ class repair_phase {
   std::int64_t start_excess_ = 0; // and the total excess then
   std::int64_t level_work_ = 0;   // work of the attempt's steps on crowded levels
   std::int64_t load_steps_ = 0;   // and its steps on load excess
-  // The pace lately (see hopeless()): the work of the steps on load excess and the total excess
-  // at the start of the current window and of the one before it.
-  struct pace_mark {
-    std::int64_t work = 0, excess = 0;
-  };
-  pace_mark recent_, before_;
-  static constexpr std::int64_t pace_windows = 16;
   static constexpr std::int64_t judged_after_part = 16;
   static constexpr std::int64_t judged_after_steps = 256;
   static constexpr std::int64_t crowded_key = std::int64_t{1} << 62; // see over_key()
