@@ -127,7 +127,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   if (!stage2_fits(total_cost, s, stage1.all, opt.topology)) {
     // Costs or bytes so large that the search's sums could leave int64: renaming stage 1's
     // ranks alone, which keeps its balance exactly and counts bytes without overflow.
-    a = relabel_ranks(packs, s, std::move(a), opt.topology);
+    a = relabel_valid(packs, s, std::move(a), opt.topology);
     return;
   }
   if (opt.mode == sync_mode::per_step) {
@@ -137,7 +137,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   }
   if (s.mbs != 1) {
     // Cells of several packs: rename ranks, then bring packs home under the cell caps.
-    a = relabel_ranks(packs, s, std::move(a), opt.topology);
+    a = relabel_valid(packs, s, std::move(a), opt.topology);
     bring_home_cells(packs, s, opt.topology, caps, limit, a, 2);
     return;
   }
@@ -176,7 +176,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // the most bytes home, which keeps its balance exactly, then brought home by trades that keep
   // it (within a work allowance of its own).
   ws.bounded = engine.out_of_work();
-  a = relabel_ranks(packs, s, std::move(a), opt.topology);
+  a = relabel_valid(packs, s, std::move(a), opt.topology);
   engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
   engine.settle(a, 2);
   engine.cells(a, ws.used);

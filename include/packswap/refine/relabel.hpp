@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace packswap {
@@ -34,23 +35,16 @@ byte_totals bytes_of(span<const pack_meta> packs, const topology& topo, RankOf r
 
 } // namespace detail
 
-/// Renames the ranks of `a` (whole columns move together, so A and B do not change) to keep as
-/// many bytes on their source rank as a greedy matching finds: column/rank pairs are taken in
-/// order of the bytes they would keep, largest first (ties: lower column, then lower rank), each
-/// column and rank used once. Returns `a` unchanged when the renaming would not move fewer
-/// weighted bytes (under `topo`, saturated at the int64 maximum) than the names `a` already has.
-/// O(N log(ga mbs)) to sum and order each column's pairs, plus O(log dp) for every pair the
-/// greedy passes over (one per column, and one per pair whose rank was taken first: at most N).
-/// Validates its inputs.
-[[nodiscard]] inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s,
-                                              assignment a, const topology& topo = {}) {
-  validate_batch(packs, s);
-  validate_assignment(a, s);
-  topo.validate_for(s.dp);
+namespace detail {
+
+// relabel_ranks() without validating its inputs, for callers whose inputs are valid already.
+inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, assignment a,
+                                const topology& topo) {
   const auto dp = static_cast<std::size_t>(s.dp);
   const std::size_t n = packs.size();
-  // The packs by column (counting sort), then each column's (source rank -> bytes kept) pairs,
-  // summed and ordered by bytes descending, ties by rank: the greedy's order within a column.
+  // Each pack's (source rank, bytes) by column (counting sort, in one pass over the packs in
+  // their own order), then each column's pairs summed in place and ordered by bytes descending,
+  // ties by rank: the greedy's order within a column.
   std::vector<std::size_t> first(dp + 1, 0);
   for (std::size_t p = 0; p < n; ++p) {
     ++first[static_cast<std::size_t>(a[p].rank) + 1];
@@ -58,32 +52,31 @@ byte_totals bytes_of(span<const pack_meta> packs, const topology& topo, RankOf r
   for (std::size_t c = 0; c < dp; ++c) {
     first[c + 1] += first[c];
   }
-  std::vector<std::int32_t> by_column(n);
-  {
-    auto pos = first;
-    for (std::size_t p = 0; p < n; ++p) {
-      by_column[pos[static_cast<std::size_t>(a[p].rank)]++] = static_cast<std::int32_t>(p);
-    }
-  }
   struct pair_weight {
     std::int64_t bytes;
     std::int32_t rank;
   };
   std::vector<pair_weight> pairs(n); // column c's: pairs[first[c] .. end[c])
+  {
+    auto pos = first;
+    for (std::size_t p = 0; p < n; ++p) {
+      pairs[pos[static_cast<std::size_t>(a[p].rank)]++] = {packs[p].bytes, packs[p].source_rank};
+    }
+  }
   std::vector<std::size_t> end(dp);
   std::vector<std::size_t> slot(dp, 0);  // where rank r's pair of the current column is
   std::vector<std::size_t> seen(dp, dp); // the column that slot[r] belongs to
   for (std::size_t c = 0; c < dp; ++c) {
-    std::size_t m = first[c];
+    std::size_t m = first[c]; // m <= i: the sums overwrite entries already read
     for (std::size_t i = first[c]; i < first[c + 1]; ++i) {
-      const auto& pk = packs[static_cast<std::size_t>(by_column[i])];
-      const auto r = static_cast<std::size_t>(pk.source_rank);
+      const pair_weight e = pairs[i];
+      const auto r = static_cast<std::size_t>(e.rank);
       if (seen[r] != c) {
         seen[r] = c;
         slot[r] = m;
-        pairs[m++] = {0, pk.source_rank};
+        pairs[m++] = {0, e.rank};
       }
-      pairs[slot[r]].bytes += pk.bytes;
+      pairs[slot[r]].bytes += e.bytes;
     }
     end[c] = m;
     std::sort(pairs.begin() + static_cast<std::ptrdiff_t>(first[c]),
@@ -154,6 +147,24 @@ byte_totals bytes_of(span<const pack_meta> packs, const topology& topo, RankOf r
     c.rank = rank_of_column[static_cast<std::size_t>(c.rank)];
   }
   return a;
+}
+
+} // namespace detail
+
+/// Renames the ranks of `a` (whole columns move together, so A and B do not change) to keep as
+/// many bytes on their source rank as a greedy matching finds: column/rank pairs are taken in
+/// order of the bytes they would keep, largest first (ties: lower column, then lower rank), each
+/// column and rank used once. Returns `a` unchanged when the renaming would not move fewer
+/// weighted bytes (under `topo`, saturated at the int64 maximum) than the names `a` already has.
+/// O(N log(ga mbs)) to sum and order each column's pairs, plus O(log dp) for every pair the
+/// greedy passes over (one per column, and one per pair whose rank was taken first: at most N).
+/// Validates its inputs.
+[[nodiscard]] inline assignment relabel_ranks(span<const pack_meta> packs, const shape& s,
+                                              assignment a, const topology& topo = {}) {
+  validate_batch(packs, s);
+  validate_assignment(a, s);
+  topo.validate_for(s.dp);
+  return detail::relabel_valid(packs, s, std::move(a), topo);
 }
 
 } // namespace packswap

@@ -109,7 +109,7 @@ class home_first {
     }
     tuning t;
     t.home_passes = passes;
-    home_.run(st_, t);
+    home_.run(st_, t, true);
   }
 
   /// Writes every pack's cell (indexed by input id) after a successful `run` into `out`: its

@@ -642,7 +642,7 @@ class repair_phase {
   std::int64_t start_excess_ = 0; // and the total excess then
   std::int64_t level_work_ = 0;   // work of the attempt's steps on crowded levels
   std::int64_t load_steps_ = 0;   // and its steps on load excess
-  static constexpr std::int64_t judged_after_part = 8;
+  static constexpr std::int64_t judged_after_part = 16;
   static constexpr std::int64_t judged_after_steps = 256;
   static constexpr std::int64_t crowded_key = std::int64_t{1} << 62; // see over_key()
   std::vector<std::size_t> scratch_ranks_;
