@@ -5,9 +5,13 @@
 // On a shared machine whose speed drifts by tens of percent within minutes, the paired ratio is
 // the figure to trust; separate runs compare the machine with itself.
 //
-//   solve_ab PACKS ROUNDS REFINE(0|1) LIB...
+//   solve_ab PACKS ROUNDS REFINE(0|1) BATCH LIB...
+//
+// BATCH is DIST[:GA[:SEED[:EPS]]]: a workload preset, `synthetic:<mix>` or a stress-set
+// distribution (tests/support/stress.hpp), dp = PACKS / GA; default ga 16, seed 42, eps 0.
 #include <packswap/batch.hpp>
 
+#include "stress.hpp"
 #include "workloads.hpp"
 
 #include <dlfcn.h>
@@ -18,12 +22,58 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
 namespace {
 
-using solve_fn = std::int64_t (*)(const void*, std::int64_t, std::int32_t, std::int32_t, int);
+using solve_fn = std::int64_t (*)(const void*, std::int64_t, std::int32_t, std::int32_t, int,
+                                  double);
+
+struct batch_spec {
+  std::string dist = "vlm-pretrain";
+  std::int64_t ga = 16;
+  std::uint64_t seed = 42;
+  double eps = 0.0;
+};
+
+// DIST[:GA[:SEED[:EPS]]]; false on a malformed field. The distribution's name may itself hold a
+// colon (`synthetic:vlm`), so the numeric fields are taken from the end.
+bool parse_spec(const std::string& text, batch_spec& out) {
+  std::vector<std::string> fields;
+  std::size_t start = 0;
+  for (std::size_t colon; (colon = text.find(':', start)) != std::string::npos; start = colon + 1) {
+    fields.push_back(text.substr(start, colon - start));
+  }
+  fields.push_back(text.substr(start));
+  std::size_t numeric = 0; // trailing fields that parse as numbers, at most three
+  while (numeric < 3 && numeric + 1 < fields.size()) {
+    const std::string& f = fields[fields.size() - 1 - numeric];
+    char* end = nullptr;
+    std::strtod(f.c_str(), &end);
+    if (f.empty() || *end != '\0') {
+      break;
+    }
+    ++numeric;
+  }
+  std::string dist = fields[0];
+  for (std::size_t i = 1; i + numeric < fields.size(); ++i) {
+    dist += ":" + fields[i];
+  }
+  out.dist = dist;
+  const std::size_t first = fields.size() - numeric;
+  if (numeric >= 1) {
+    out.ga = std::atoll(fields[first].c_str());
+  }
+  if (numeric >= 2) {
+    out.seed = std::strtoull(fields[first + 1].c_str(), nullptr, 10);
+  }
+  if (numeric >= 3) {
+    out.eps = std::atof(fields[first + 2].c_str());
+  }
+  return out.ga >= 1 && out.eps >= 0.0 && out.eps <= 1.0;
+}
 
 long minor_faults() {
   rusage u{};
@@ -39,22 +89,37 @@ double quantile(std::vector<double> v, double q) {
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: %s PACKS ROUNDS REFINE(0|1) LIB...\n", argv[0]);
+  if (argc < 6) {
+    std::fprintf(stderr, "usage: %s PACKS ROUNDS REFINE(0|1) DIST[:GA[:SEED[:EPS]]] LIB...\n",
+                 argv[0]);
     return 2;
   }
   const std::int64_t packs = std::atoll(argv[1]);
   const int rounds = std::atoi(argv[2]);
   const int refine = std::atoi(argv[3]);
-  if (packs < 16 || packs % 16 != 0 || rounds < 1) {
-    std::fprintf(stderr, "PACKS must be a positive multiple of 16 (ga = 16), ROUNDS >= 1\n");
+  batch_spec spec;
+  if (!parse_spec(argv[4], spec) || packs < spec.ga || packs % spec.ga != 0 || rounds < 1) {
+    std::fprintf(stderr,
+                 "PACKS must be a positive multiple of GA, ROUNDS >= 1, EPS in [0, 1]; "
+                 "batch '%s'\n",
+                 argv[4]);
     return 2;
   }
-  const packswap::shape s{static_cast<std::int32_t>(packs / 16), 16, 1};
-  const auto batch = packswap::bench::preset_batch("vlm-pretrain", s, 42);
+  const packswap::shape s{static_cast<std::int32_t>(packs / spec.ga),
+                          static_cast<std::int32_t>(spec.ga), 1};
+  namespace stress = packswap::test::stress;
+  std::vector<packswap::pack_meta> batch;
+  try {
+    stress::dist d{};
+    batch = stress::parse(spec.dist, d) ? stress::batch(s, d, spec.seed)
+                                        : packswap::bench::named_batch(spec.dist, s, spec.seed);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "batch '%s': %s\n", argv[4], e.what());
+    return 2;
+  }
   std::vector<solve_fn> fns;
   std::vector<std::string> names;
-  for (int i = 4; i < argc; ++i) {
+  for (int i = 5; i < argc; ++i) {
     void* lib = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
       std::fprintf(stderr, "%s\n", dlerror());
@@ -67,7 +132,9 @@ int main(int argc, char** argv) {
     }
     names.emplace_back(argv[i]);
   }
-  const auto call = [&](std::size_t k) { return fns[k](batch.data(), packs, s.dp, s.ga, refine); };
+  const auto call = [&](std::size_t k) {
+    return fns[k](batch.data(), packs, s.dp, s.ga, refine, spec.eps);
+  };
   std::vector<std::int64_t> moved(fns.size());
   for (std::size_t k = 0; k < fns.size(); ++k) {
     moved[k] = call(k); // warm-up, and the answer every revision should agree on
@@ -93,7 +160,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("%lld packs (dp %d, ga 16), %s, %d rounds\n", static_cast<long long>(packs), s.dp,
+  std::printf("%lld packs of %s seed %llu (dp %d, ga %d), eps %g, %s, %d rounds\n",
+              static_cast<long long>(packs), spec.dist.c_str(),
+              static_cast<unsigned long long>(spec.seed), s.dp, s.ga, spec.eps,
               refine != 0 ? "full solve" : "stage 1 + own plan", rounds);
   for (std::size_t k = 0; k < fns.size(); ++k) {
     std::printf("  %-40s median %9.3f ms  p10 %9.3f  min %9.3f  %6ld faults/solve  moved %lld\n",

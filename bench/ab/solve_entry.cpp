@@ -9,13 +9,14 @@
 
 extern "C" __attribute__((visibility("default"))) std::int64_t
 packswap_ab_solve(const void* packs, std::int64_t count, std::int32_t dp, std::int32_t ga,
-                  int refine) {
+                  int refine, double eps) {
   const packswap::span<const packswap::pack_meta> batch(
       static_cast<const packswap::pack_meta*>(packs), static_cast<std::size_t>(count));
   packswap::solve_options opt;
   opt.plan_rank = 0; // a rank's own plan, as in bench/balance/solve.cpp
   opt.count_peers = false;
   opt.refine = refine != 0;
+  opt.eps = eps;
 #ifdef PACKSWAP_AB_SOLVER
   static packswap::solver solver;
   static packswap::solution sol;
