@@ -278,7 +278,8 @@ TEST_CASE("a repair that cannot end within the work bound gives up early, keepin
   // Bimodal costs at eps = 0 with 4,096 ranks: the repair lowers the excess too slowly to end
   // within the bound, and gives up at its pace (repair_phase::hopeless) well before it: the work
   // reported, the fallback's included, stays below the search's bound alone. The answer is the
-  // fallback's, as at the bound.
+  // fallback's, as at the bound: at 65,536 packs, a large settle (bring_home_phase, a few
+  // compensating pairs per visit).
 #ifdef PACKSWAP_TEST_SANITIZED
   const int seeds = 0; // 65,536 packs: too slow under the sanitizers
 #else

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace packswap::detail::stage2 {
@@ -18,8 +19,10 @@ namespace packswap::detail::stage2 {
 /// Complexity: per pass O(n) to list the packs away from home, then per such pack O(1 + L / 16 +
 /// q): L the levels the trade may take (one where a level has no slack), read from the level
 /// row of the home rank, q their packs there (times the ranks of the home node with several
-/// nodes), plus at most `compensation_pairs` compensating pairs. O(n) per pass where costs are
-/// distinct. Stops at the work limit: every trade keeps the limits, so any prefix is an answer.
+/// nodes), plus the compensating pairs: at most `compensation_pairs` per trade weighed with many
+/// levels, O(k) per trade with few (k <= 64), and at most `settle_pairs` per visit in a large
+/// settle. O(n) per pass where costs are distinct. Stops at the work limit: every trade keeps
+/// the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -44,7 +47,14 @@ class bring_home_phase {
     // item arrays and records of both ranks of their trades (the items read in sequence). Where
     // most visits weigh no trade (after the search), or the records fit the caches, that costs
     // more than it saves (4% at 16,384 packs).
-    const bool prefetch_items = dense && !by_level && st.n >= prefetch_items_from;
+    const bool large_settle = dense && st.n >= large_settle_from;
+    const bool prefetch_items = large_settle && !by_level;
+    // A large settle runs out of work long before its first pass ends (at 262,144 packs, after
+    // about 30% to 95% of its visits), so each visit weighs at most `settle_pairs` compensating
+    // pairs: more packs visited for the same work, which brings more bytes home than weighing
+    // every pair of the few visited.
+    const std::int32_t pairs_per_visit =
+        large_settle ? settle_pairs : std::numeric_limits<std::int32_t>::max();
     if (by_level) {
       st.ensure_levels();
     }
@@ -114,6 +124,7 @@ class bring_home_phase {
         ++st.work;
         const auto p = static_cast<std::size_t>(away_[next]);
         movable_for_ = st.n; // r's packs may have changed since the last visit
+        pairs_left_ = pairs_per_visit;
         const auto r = static_cast<std::size_t>(st.pk[p].rank);
         const std::size_t h = st.src(p);
         if (r == h) {
@@ -276,6 +287,10 @@ class bring_home_phase {
             e_hi < -level_spread_[l] || movable_[l] < 0) {
           continue;
         }
+        if (pairs_left_ <= 0) {
+          return;
+        }
+        --pairs_left_;
         ++st.work;
         const auto v = static_cast<std::size_t>(movable_[l]);
         const std::int64_t e = st.pk[u].cost - st.pk[v].cost;
@@ -286,7 +301,7 @@ class bring_home_phase {
       return;
     }
     st.ensure_levels();
-    std::int32_t pairs = compensation_pairs;
+    std::int32_t pairs = std::min(compensation_pairs, pairs_left_);
     for (const std::size_t l : by_spread_) {
       const std::int64_t spread = level_spread_[l];
       if (e_lo > spread || e_hi < -spread || pairs <= 0) {
@@ -305,6 +320,7 @@ class bring_home_phase {
             continue;
           }
           --pairs;
+          --pairs_left_;
           ++st.work;
           const std::int64_t e = st.pk[uu].cost - st.pk[vv].cost;
           if (e >= e_lo && e <= e_hi) {
@@ -329,12 +345,14 @@ class bring_home_phase {
   }
 
   static constexpr std::int32_t compensation_pairs = 64;
-  static constexpr std::size_t scan_items_up_to = 64;       // levels; see run()
-  static constexpr std::size_t prefetch_items_from = 65536; // packs; see run()
+  static constexpr std::size_t scan_items_up_to = 64;     // levels; see run()
+  static constexpr std::size_t large_settle_from = 65536; // packs; see run()
+  static constexpr std::int32_t settle_pairs = 8;         // per visit; see run()
 
   std::vector<std::int64_t> level_spread_; // see run()
   std::vector<std::int64_t> movable_;      // see index_movable()
   std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
+  std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
   std::vector<std::size_t> by_spread_;
   std::vector<std::int32_t> away_; // see list_away
   std::vector<char> away_mark_;
