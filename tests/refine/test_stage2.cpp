@@ -1,6 +1,7 @@
 // Stage 2's internals (refine/detail/stage2/): the pieces whose answers must match a slower,
 // obvious computation.
 #include <packswap/detail/prng.hpp>
+#include <packswap/detail/sort.hpp>
 #include <packswap/refine/detail/stage2/pin.hpp>
 #include <packswap/refine/detail/stage2/state.hpp>
 #include <packswap/refine/topology.hpp>
@@ -158,15 +159,11 @@ TEST_CASE("state keeps full_from and level_excess exact through swaps across lev
       packs[p].bytes = rng.uniform(1, 100);
       packs[p].source_rank = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp)));
     }
-    std::vector<std::int32_t> order(n);
+    std::vector<std::int64_t> costs(n);
     for (std::size_t p = 0; p < n; ++p) {
-      order[p] = static_cast<std::int32_t>(p);
+      costs[p] = packs[p].cost;
     }
-    std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-      return packs[static_cast<std::size_t>(a)].cost > packs[static_cast<std::size_t>(b)].cost ||
-             (packs[static_cast<std::size_t>(a)].cost == packs[static_cast<std::size_t>(b)].cost &&
-              a < b);
-    });
+    const auto order = detail::order_desc(costs); // by cost descending, ties by id
     std::vector<std::int64_t> caps(k);
     for (std::size_t j = 0; j < k; ++j) { // non-increasing, caps[0] above every cost
       caps[j] = static_cast<std::int64_t>(3 * (k - j));
