@@ -32,7 +32,8 @@ class bring_home_phase {
   // home, so moving them again costs nothing. With several nodes, ranks on p's home node are
   // tried as partners too: a pack one hop from home inside its node is cheaper than one across.
   // `dense`: most packs start away from home, and most visits weigh trades (the settle from
-  // stage 1), so the records their trades read are fetched ahead (see below).
+  // stage 1); from `large_settle_from` packs the records their trades read are then fetched
+  // ahead, and each visit weighs at most `settle_pairs` compensating pairs (see below).
   void run(state& st, const tuning& tune, bool dense = false) {
     // Every rank's st.full up to date in one sequential pass, rather than rebuilt on first use
     // from a st.cnt line fetched at random.
@@ -92,15 +93,13 @@ class bring_home_phase {
         }
         if (next + state::prefetch_distance / 2 < visits) {
           // Fetched half the distance ago: its rank's state can be fetched now.
-          const auto ahead = static_cast<std::size_t>(
-              st.pk[static_cast<std::size_t>(away_[next + state::prefetch_distance / 2])].rank);
+          const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 2]);
+          const auto ahead = static_cast<std::size_t>(st.pk[pack].rank);
           prefetch(&st.load[ahead]);
           prefetch(&st.full[ahead * st.k]);
           if (prefetch_items) {
             // The item arrays of its home rank and its own, which the trades read in sequence.
-            const std::size_t home =
-                st.src(static_cast<std::size_t>(away_[next + state::prefetch_distance / 2]));
-            for (const std::size_t t : {home, ahead}) {
+            for (const std::size_t t : {st.src(pack), ahead}) {
               prefetch(&st.items[t * st.k]);
               prefetch(&st.item_home[t * st.k]);
               prefetch(&st.item_level[t * st.k]);
@@ -110,8 +109,8 @@ class bring_home_phase {
         if (prefetch_items && next + state::prefetch_distance / 4 < visits) {
           // The records of both ranks' packs (up to a cache line of items each), which the
           // trades and the compensating pairs read in no order a prefetcher guesses.
-          const auto ahead = static_cast<std::size_t>(away_[next + state::prefetch_distance / 4]);
-          for (const std::size_t t : {st.src(ahead), static_cast<std::size_t>(st.pk[ahead].rank)}) {
+          const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 4]);
+          for (const std::size_t t : {st.src(pack), static_cast<std::size_t>(st.pk[pack].rank)}) {
             const std::size_t m = std::min<std::size_t>(st.used[t], 16);
             for (std::size_t i = 0; i < m; ++i) {
               prefetch(&st.pk[static_cast<std::size_t>(st.items[t * st.k + i])]);
