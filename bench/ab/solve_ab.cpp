@@ -39,38 +39,29 @@ struct batch_spec {
 };
 
 // DIST[:GA[:SEED[:EPS]]]; false on a malformed field. The distribution's name may itself hold a
-// colon (`synthetic:vlm`), so the numeric fields are taken from the end.
+// colon (`synthetic:vlm`), so up to three numeric fields are taken off the end.
 bool parse_spec(const std::string& text, batch_spec& out) {
-  std::vector<std::string> fields;
-  std::size_t start = 0;
-  for (std::size_t colon; (colon = text.find(':', start)) != std::string::npos; start = colon + 1) {
-    fields.push_back(text.substr(start, colon - start));
-  }
-  fields.push_back(text.substr(start));
-  std::size_t numeric = 0; // trailing fields that parse as numbers, at most three
-  while (numeric < 3 && numeric + 1 < fields.size()) {
-    const std::string& f = fields[fields.size() - 1 - numeric];
+  std::string rest = text;
+  std::vector<std::string> numbers; // in order
+  for (std::size_t colon; numbers.size() < 3 && (colon = rest.rfind(':')) != std::string::npos;
+       rest.resize(colon)) {
+    const std::string field = rest.substr(colon + 1);
     char* end = nullptr;
-    std::strtod(f.c_str(), &end);
-    if (f.empty() || *end != '\0') {
+    std::strtod(field.c_str(), &end);
+    if (field.empty() || *end != '\0') {
       break;
     }
-    ++numeric;
+    numbers.insert(numbers.begin(), field);
   }
-  std::string dist = fields[0];
-  for (std::size_t i = 1; i + numeric < fields.size(); ++i) {
-    dist += ":" + fields[i];
+  out.dist = rest;
+  if (!numbers.empty()) {
+    out.ga = std::atoll(numbers[0].c_str());
   }
-  out.dist = dist;
-  const std::size_t first = fields.size() - numeric;
-  if (numeric >= 1) {
-    out.ga = std::atoll(fields[first].c_str());
+  if (numbers.size() >= 2) {
+    out.seed = std::strtoull(numbers[1].c_str(), nullptr, 10);
   }
-  if (numeric >= 2) {
-    out.seed = std::strtoull(fields[first + 1].c_str(), nullptr, 10);
-  }
-  if (numeric >= 3) {
-    out.eps = std::atof(fields[first + 2].c_str());
+  if (numbers.size() >= 3) {
+    out.eps = std::atof(numbers[2].c_str());
   }
   return out.ga >= 1 && out.eps >= 0.0 && out.eps <= 1.0;
 }
