@@ -157,6 +157,7 @@ struct record {
   double moved_kk;    // moved bytes / Karmarkar–Karp's
   double lb_kk;       // the lower bound on moved bytes / Karmarkar–Karp's (mbs = 1), else -1
   bool bound_hit;     // the search stopped at its work bound
+  std::int64_t work;  // stage 2's work count (solution::stage2_work)
 };
 
 double timed_solve(const std::vector<pack_meta>& packs, const shape& s,
@@ -372,7 +373,7 @@ int run(int argc, char** argv) {
                                ratio(static_cast<double>(b.b), static_cast<double>(sol.stage1_b)),
                                ratio(static_cast<double>(b.b), static_cast<double>(limit)),
                                bytes_ratio(static_cast<double>(sol.movement.moved_bytes), kk_bytes),
-                               lb_kk, sol.stage2_bounded});
+                               lb_kk, sol.stage2_bounded, sol.stage2_work});
           }
         }
         reference(1);
@@ -399,7 +400,8 @@ int run(int argc, char** argv) {
           << ", \"b_over_limit\": " << packswap::cli::number(r.b_limit)
           << ", \"moved_bytes_vs_kk\": " << packswap::cli::number(r.moved_kk)
           << ", \"moved_lower_bound_vs_kk\": " << packswap::cli::number(r.lb_kk)
-          << ", \"bound_hit\": " << (r.bound_hit ? "true" : "false") << "}";
+          << ", \"bound_hit\": " << (r.bound_hit ? "true" : "false")
+          << ", \"stage2_work\": " << r.work << "}";
     }
     out << "\n]}\n";
   }

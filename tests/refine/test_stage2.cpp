@@ -298,3 +298,28 @@ TEST_CASE("a repair that cannot end within the work bound gives up early, keepin
     CHECK(sol.movement.moved_bytes <= solve(packs, s, stage1).movement.moved_bytes);
   }
 }
+
+TEST_CASE("with many levels, a repair that stalls gives up long before the work bound") {
+  // Log-normal costs at eps = 0 on 16 ranks of 1,024 levels: each repair step reads tens of
+  // thousands of units, the repair sheds most of the excess in its first steps and then stalls.
+  // The pace, judged from the 8th step and over the recent work (repair_phase::hopeless), ends
+  // the search well before its bound (it used to spend all of it, 1.25 M units with the
+  // fallback's): the work reported, the fallback's included, stays under two thirds of the
+  // search's bound alone, and the answer is the fallback's, keeping A and B.
+  const shape s{16, 1024, 1};
+  const std::int64_t search_bound =
+      detail::stage2_work_per_pack * s.packs() + detail::stage2_work_constant;
+  for (int seed = 1; seed <= 2; ++seed) {
+    const auto packs =
+        test::stress::batch(s, test::stress::dist::lognormal, static_cast<std::uint64_t>(seed));
+    const auto sol = solve(packs, s, solve_options{});
+    INFO("seed=" << seed << " work=" << sol.stage2_work);
+    CHECK(sol.stage2_bounded);
+    CHECK(3 * sol.stage2_work < 2 * search_bound);
+    CHECK(sol.balance.a == sol.balance.lb_a);
+    CHECK(sol.balance.b <= sol.stage1_b);
+    solve_options stage1;
+    stage1.refine = false;
+    CHECK(sol.movement.moved_bytes <= solve(packs, s, stage1).movement.moved_bytes);
+  }
+}

@@ -123,6 +123,7 @@ class repair_phase {
 
   // A new attempt: its repair rounds are judged together (see hopeless()).
   void start_attempt() {
+    recent_ = {};
     start_work_ = -1;
     level_work_ = 0;
     load_steps_ = 0;
@@ -136,17 +137,29 @@ class repair_phase {
   // levels come first and need not lower it). It is judged once those steps number at least
   // judged_after_steps and have spent a part (1 / judged_after_part) of the allowance the
   // attempt started with: with many ranks to repair it mostly slows as the ranks left get
-  // harder, while a few ranks may take many small steps before a large one. Integers and
-  // work counts only: every rank gives up at the same step. O(1).
-  bool hopeless(const state& st) const {
+  // harder, while a few ranks may take many small steps before a large one. With many levels
+  // (bold_from_levels) a step reads O(m k) and an attempt may take only tens of them, so in
+  // batches of judged_early_from packs or more the pace is judged from the 8th step, and also
+  // over the recent work alone (`recent_`), at that pace without the factor two: such repairs
+  // typically shed most of the excess in their first steps and then stall. (In smaller batches
+  // the bound's constant makes most of the allowance, the whole of it costs a few milliseconds,
+  // and the later attempts' chained repairs often succeed late: there, judging early lost more
+  // bytes than it saved time.) Integers and work counts only: every rank gives up at the same
+  // step. O(1).
+  bool hopeless(const state& st) {
+    const bool many_levels = st.k >= bold_from_levels && st.n >= judged_early_from;
     const std::int64_t spent = st.work - start_work_ - level_work_;
     const std::int64_t left = st.work_limit - st.work;
-    if (load_steps_ < judged_after_steps ||
-        spent < (st.work_limit - start_work_) / judged_after_part || left <= 0) {
+    const std::int64_t allowance = st.work_limit - start_work_;
+    if (load_steps_ < (many_levels ? judged_after_steps_many_levels : judged_after_steps) ||
+        spent < allowance / judged_after_part || left <= 0) {
       return false;
     }
     const std::int64_t done = start_excess_ - st.total_excess;
     if (done <= 0) {
+      return true;
+    }
+    if (many_levels && recent_.hopeless(spent, st.total_excess, allowance, left)) {
       return true;
     }
     // total_excess / (done / spent) > 2 left, as products (128 bits).
@@ -364,10 +377,12 @@ class repair_phase {
   // partner's cheapest (`mine_` as repair_step left it) gives one swap moving d. The swaps that
   // move no bytes go first, largest d first, then the fewest bytes per unit of d; each is taken
   // while r stays above the limit, its pack is still there and the partner stays within the
-  // limit. Once only swaps that move bytes are left, in a rank's first `careful_steps` steps one
-  // more ends the batch: the one that ends r's excess alone moving the fewest bytes, or else the
-  // one moving the fewest per unit of d; later (a rank that needs many steps) they are taken in
-  // order too, which takes far fewer steps for slightly more bytes.
+  // limit. Once only swaps that move bytes are left, with fewer than `careful_below_levels`
+  // levels and in a rank's first `careful_steps` steps, one more ends the batch: the one that
+  // ends r's excess alone moving the fewest bytes, or else the one moving the fewest per unit of
+  // d; later (a rank that needs many steps), or with more levels, they are taken in order too,
+  // which takes far fewer steps for slightly more bytes. (With a thousand levels a step reads
+  // tens of thousands of units of work, for a swap that may carry a thousandth of the excess.)
   // Same-level swaps keep every rank's level counts. O(m k + t log(m k)) for m partners and t
   // swaps taken or passed over. Where none fits a partner's room: the one swap that overloads a
   // partner least, when that still lowers the total excess (the partner is repaired in its turn).
@@ -422,7 +437,7 @@ class repair_phase {
       }
       // A swap that moves bytes while another usable one (of it and the rest) finishes the job:
       // the one of those that moves the fewest bytes, and done.
-      if (next.delta > 0 && steps_on_[r] <= careful_steps) {
+      if (next.delta > 0 && st.k < careful_below_levels && steps_on_[r] <= careful_steps) {
         const std::int64_t rest = st.load[r] - st.limit;
         const batch_swap* finish = nullptr;
         for (std::size_t j = 0; j <= left; ++j) {
@@ -644,6 +659,34 @@ class repair_phase {
   std::int64_t load_steps_ = 0;   // and its steps on load excess
   static constexpr std::int64_t judged_after_part = 16;
   static constexpr std::int64_t judged_after_steps = 256;
+  static constexpr std::int64_t judged_after_steps_many_levels = 8;
+  static constexpr std::size_t judged_early_from = 16384; // packs
+  // The recent pace (see hopeless()): the total excess sampled once per 1/32 of the allowance of
+  // work, judged over the last `samples` samples, about the last eighth of the allowance.
+  struct recent_pace {
+    static constexpr std::size_t samples = 4;
+    std::int64_t spent[samples] = {};
+    std::int64_t excess[samples] = {};
+    std::size_t taken = 0;
+    // Samples (spent, now) and tells whether the excess cannot end within `left` at the pace of
+    // the window: the oldest sample kept to now.
+    bool hopeless(std::int64_t work, std::int64_t now, std::int64_t allowance, std::int64_t left) {
+      const std::int64_t every = std::max<std::int64_t>(1, allowance / 32);
+      if (taken == 0 || work >= spent[(taken - 1) % samples] + every) {
+        spent[taken % samples] = work;
+        excess[taken % samples] = now;
+        ++taken;
+      }
+      if (taken < samples) {
+        return false;
+      }
+      const std::size_t oldest = (taken - samples) % samples;
+      const std::int64_t done = excess[oldest] - now;
+      const std::int64_t over = work - spent[oldest];
+      return over > 0 && (done <= 0 || compare_products(now, over, done, left) > 0);
+    }
+  };
+  recent_pace recent_;
   static constexpr std::int64_t crowded_key = std::int64_t{1} << 62; // see over_key()
   std::vector<std::size_t> scratch_ranks_;
   std::vector<std::size_t> roomiest_one_; // see index_search
@@ -651,8 +694,9 @@ class repair_phase {
   chain_search chain_;
   std::vector<std::size_t> changed_;   // the ranks a step changed
   std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
-  static constexpr std::int32_t careful_steps = 2;
   static constexpr std::size_t bold_from_levels = 64;
+  static constexpr std::int32_t careful_steps = 2;         // see batch_step()
+  static constexpr std::size_t careful_below_levels = 512; // see batch_step()
   static constexpr std::int32_t careful_rank_steps = 8;
   struct batch_swap {
     std::int64_t d, delta;
