@@ -662,7 +662,8 @@ class repair_phase {
   static constexpr std::int64_t judged_after_steps_many_levels = 8;
   static constexpr std::size_t judged_early_from = 16384; // packs
   // The recent pace (see hopeless()): the total excess sampled once per 1/32 of the allowance of
-  // work, judged over the last `samples` samples, about the last eighth of the allowance.
+  // work, judged from the oldest of the last `samples` samples to now, the last 3/32 to 4/32 of
+  // the allowance.
   struct recent_pace {
     static constexpr std::size_t samples = 4;
     std::int64_t spent[samples] = {};
