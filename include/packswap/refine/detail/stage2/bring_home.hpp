@@ -20,9 +20,9 @@ namespace packswap::detail::stage2 {
 /// q): L the levels the trade may take (one where a level has no slack), read from the level
 /// row of the home rank, q their packs there (times the ranks of the home node with several
 /// nodes), plus the compensating pairs: at most `compensation_pairs` per trade weighed with many
-/// levels, O(k) per trade with few (k <= 64), and at most `settle_pairs` per visit in a large
-/// settle. O(n) per pass where costs are distinct. Stops at the work limit: every trade keeps
-/// the limits, so any prefix is an answer.
+/// levels, O(k) per trade with few (k <= 64), and at most `settle_pairs` per visit in a settle
+/// of `capped_settle_from` packs or more. O(n) per pass where costs are distinct. Stops at the work
+/// limit: every trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -32,8 +32,9 @@ class bring_home_phase {
   // home, so moving them again costs nothing. With several nodes, ranks on p's home node are
   // tried as partners too: a pack one hop from home inside its node is cheaper than one across.
   // `dense`: most packs start away from home, and most visits weigh trades (the settle from
-  // stage 1); from `large_settle_from` packs the records their trades read are then fetched
-  // ahead, and each visit weighs at most `settle_pairs` compensating pairs (see below).
+  // stage 1); from `capped_settle_from` packs each visit then weighs at most `settle_pairs`
+  // compensating pairs, and from `prefetch_settle_from` packs the records their trades read are
+  // fetched ahead (see below).
   void run(state& st, const tuning& tune, bool dense = false) {
     // Every rank's st.full up to date in one sequential pass, rather than rebuilt on first use
     // from a st.cnt line fetched at random.
@@ -48,14 +49,16 @@ class bring_home_phase {
     // item arrays and records of both ranks of their trades (the items read in sequence). Where
     // most visits weigh no trade (after the search), or the records fit the caches, that costs
     // more than it saves (4% at 16,384 packs).
-    const bool large_settle = dense && st.n >= large_settle_from;
-    const bool prefetch_items = large_settle && !by_level;
-    // A large settle runs out of work long before its first pass ends (at 262,144 packs, after
+    const bool prefetch_items = dense && st.n >= prefetch_settle_from && !by_level;
+    // A settle of many packs runs out of work before its first pass ends (its allowance, 8 units
+    // per pack plus a constant, is 16 per pack at 8,192 packs; at 262,144 packs it ends after
     // about 30% to 95% of its visits), so each visit weighs at most `settle_pairs` compensating
     // pairs: more packs visited for the same work, which brings more bytes home than weighing
-    // every pair of the few visited.
-    const std::int32_t pairs_per_visit =
-        large_settle ? settle_pairs : std::numeric_limits<std::int32_t>::max();
+    // every pair of the few visited. (With fewer packs the allowance lasts longer, and the cap
+    // moved more bytes on the stress set.)
+    const std::int32_t pairs_per_visit = dense && st.n >= capped_settle_from
+                                             ? settle_pairs
+                                             : std::numeric_limits<std::int32_t>::max();
     if (by_level) {
       st.ensure_levels();
     }
@@ -344,9 +347,10 @@ class bring_home_phase {
   }
 
   static constexpr std::int32_t compensation_pairs = 64;
-  static constexpr std::size_t scan_items_up_to = 64;     // levels; see run()
-  static constexpr std::size_t large_settle_from = 65536; // packs; see run()
-  static constexpr std::int32_t settle_pairs = 8;         // per visit; see run()
+  static constexpr std::size_t scan_items_up_to = 64;        // levels; see run()
+  static constexpr std::size_t capped_settle_from = 8192;    // packs; see run()
+  static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
+  static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
   std::vector<std::int64_t> level_spread_; // see run()
   std::vector<std::int64_t> movable_;      // see index_movable()
