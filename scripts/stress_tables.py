@@ -172,13 +172,14 @@ def tallies(records, packs):
                      f"{len(at):,} batches.")
     hit = sum(1 for r in mbs1 if r["bound_hit"])
     lines.append(f"- The work bound ended the search in {hit:,} of {len(mbs1):,} batches.")
-    # The work the searches that finished needed, per pack count (records written before the
-    # field existed have none).
+    # The work of stage 2 where the bound did not end it (the search's answer, or a fallback after
+    # an attempt failed on its own), per pack count (records written before the field existed have
+    # none).
     for n in sorted({r["dp"] * r["ga"] for r in mbs1}):
         done = sorted(r["stage2_work"] for r in mbs1
                       if r["dp"] * r["ga"] == n and not r["bound_hit"] and "stage2_work" in r)
         if len(done) >= 10:
-            lines.append(f"- {n:,} packs, searches that finished ({len(done):,}): work per pack "
+            lines.append(f"- {n:,} packs, not ended by the bound ({len(done):,}): work per pack "
                          f"median {done[len(done) // 2] / n:.1f}, 90th percentile "
                          f"{done[len(done) * 9 // 10] / n:.1f}, largest {done[-1] / n:.1f}.")
     return lines
