@@ -147,11 +147,11 @@ class repair_phase {
   // bytes than it saved time.) Integers and work counts only: every rank gives up at the same
   // step. O(1).
   bool hopeless(const state& st) {
-    const bool many_levels = st.k >= bold_from_levels && st.n >= judged_early_from;
+    const bool judge_early = st.k >= bold_from_levels && st.n >= judged_early_from;
     const std::int64_t spent = st.work - start_work_ - level_work_;
     const std::int64_t left = st.work_limit - st.work;
     const std::int64_t allowance = st.work_limit - start_work_;
-    if (load_steps_ < (many_levels ? judged_after_steps_many_levels : judged_after_steps) ||
+    if (load_steps_ < (judge_early ? judged_early_after_steps : judged_after_steps) ||
         spent < allowance / judged_after_part || left <= 0) {
       return false;
     }
@@ -159,7 +159,7 @@ class repair_phase {
     if (done <= 0) {
       return true;
     }
-    if (many_levels && recent_.hopeless(spent, st.total_excess, allowance, left)) {
+    if (judge_early && recent_.hopeless(spent, st.total_excess, allowance, left)) {
       return true;
     }
     // total_excess / (done / spent) > 2 left, as products (128 bits).
@@ -659,7 +659,7 @@ class repair_phase {
   std::int64_t load_steps_ = 0;   // and its steps on load excess
   static constexpr std::int64_t judged_after_part = 16;
   static constexpr std::int64_t judged_after_steps = 256;
-  static constexpr std::int64_t judged_after_steps_many_levels = 8;
+  static constexpr std::int64_t judged_early_after_steps = 8;
   static constexpr std::size_t judged_early_from = 16384; // packs
   // The recent pace (see hopeless()): the total excess sampled once per 1/32 of the allowance of
   // work, judged from the oldest of the last `samples` samples to now, the last 3/32 to 4/32 of
