@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 using namespace packswap;
@@ -297,8 +298,7 @@ TEST_CASE("a repair that cannot end within the work bound gives up early, keepin
     const auto sol = solve(packs, s, opt);
     INFO("seed=" << seed);
     CHECK(sol.stage2_bounded);
-    CHECK(sol.stage2_work <
-          detail::stage2_work_per_pack * s.packs() + detail::stage2_work_constant);
+    CHECK(sol.stage2_work < detail::stage2_search_bound(s.packs()));
     check_keeps_stage1(packs, s, opt, sol);
   }
 }
@@ -311,8 +311,7 @@ TEST_CASE("with many levels, a repair that stalls gives up long before the work 
   // units with the fallback's): the work reported, the fallback's included, stays under two
   // thirds of the search's bound alone, and the answer is the fallback's, keeping A and B.
   const shape s{16, 1024, 1};
-  const std::int64_t search_bound =
-      detail::stage2_work_per_pack * s.packs() + detail::stage2_work_constant;
+  const std::int64_t search_bound = detail::stage2_search_bound(s.packs());
   for (int seed = 1; seed <= 2; ++seed) {
     const auto packs =
         test::stress::batch(s, test::stress::dist::lognormal, static_cast<std::uint64_t>(seed));
@@ -321,6 +320,28 @@ TEST_CASE("with many levels, a repair that stalls gives up long before the work 
     INFO("seed=" << seed << " work=" << sol.stage2_work);
     CHECK(sol.stage2_bounded);
     CHECK(3 * sol.stage2_work < 2 * search_bound);
+    check_keeps_stage1(packs, s, opt, sol);
+  }
+}
+
+TEST_CASE("an attempt whose repair rounds get no nearer ends early, keeping A and B") {
+  // Log-normal, heavy-rank and byte-tied costs at eps = 0 on 4,096 ranks of 4 levels: every
+  // attempt's repair gets stuck on one rank a few hundred microseconds over the limit, and each
+  // round that releases its pins ends at the same excess. The second such round ends the
+  // attempt (home_first::run): the three attempts and the fallback take under a quarter of the
+  // search's bound (all five rounds of every attempt: about a third), and the answer is the
+  // fallback's, keeping A and B; the bound is not what ended the search.
+  const shape s{4096, 4, 1};
+  const std::pair<test::stress::dist, int> batches[] = {{test::stress::dist::lognormal, 2},
+                                                        {test::stress::dist::heavy_rank, 2},
+                                                        {test::stress::dist::bytes_tied, 1}};
+  for (const auto& [d, seed] : batches) {
+    const auto packs = test::stress::batch(s, d, static_cast<std::uint64_t>(seed));
+    const solve_options opt{};
+    const auto sol = solve(packs, s, opt);
+    INFO(test::stress::name(d) << " seed=" << seed << " work=" << sol.stage2_work);
+    CHECK_FALSE(sol.stage2_bounded);
+    CHECK(4 * sol.stage2_work < detail::stage2_search_bound(s.packs()));
     check_keeps_stage1(packs, s, opt, sol);
   }
 }

@@ -86,13 +86,18 @@ inline constexpr std::int64_t stage2_work_constant = std::int64_t{1} << 19;
 inline constexpr std::int64_t fallback_work_per_pack = 8;
 inline constexpr std::int64_t fallback_work_constant = std::int64_t{1} << 16;
 
+// The work the search (every attempt together) may do for n packs, before the fallback.
+constexpr std::int64_t stage2_search_bound(std::int64_t n) {
+  return stage2_work_per_pack * n + stage2_work_constant;
+}
+
 // The most work stage 2's searches do for n packs in ga micro-steps: the search's bound and the
 // fallback's allowance (each with a constant for small batches), plus what the step under way
 // at each check may add (the level tables of the roomiest ranks, O(ga), and a bounded number of
 // candidates). O(n), as ga <= n.
 constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga) {
-  return (stage2_work_per_pack + fallback_work_per_pack) * n + stage2_work_constant +
-         fallback_work_constant + 16 * ga + 16384;
+  return stage2_search_bound(n) + fallback_work_per_pack * n + fallback_work_constant + 16 * ga +
+         16384;
 }
 
 // Working memory of stage 2, kept by callers that refine every step; after each refine_sorted,
@@ -149,7 +154,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // below, which keeps stage 1's balance. A repair that, at the pace it goes, could not end
   // within it gives up the rest at once, with the same answer (see stage2::repair_phase).
   const auto n = static_cast<std::int64_t>(packs.size());
-  engine.limit_work(stage2_work_per_pack * n + stage2_work_constant);
+  engine.limit_work(stage2_search_bound(n));
   home_first::tuning wide;
   // Where the wide pinning band fails (a limit so tight that single swaps cannot reach it, as
   // at eps = 0 on some batches), again with a repair that may also chain two swaps (a wider

@@ -77,8 +77,12 @@ class home_first {
     repair_.start_attempt();
     // When the repair gets stuck on a rank (typically the one holding a giant pack, which needs
     // the lightest pack of every level), that rank's pins go and the pool is balanced again: the
-    // re-deal hands the heaviest rank the lightest packs.
+    // re-deal hands the heaviest rank the lightest packs. A round that ends stuck no nearer than
+    // the round before it (`shortfall`: no less load excess and no fewer crowded levels) ends
+    // the attempt: releasing pins again has not helped, and the rounds left would repeat the
+    // same work (on the stress set they end at the same excess, often on the same rank).
     bool repaired = false;
+    shortfall before; // at the end of the previous round
     for (std::int32_t round = 0; round <= t.stuck_rounds && !repaired; ++round) {
       redeal_.run(st_, t);
       std::size_t stuck = st_.dp;
@@ -87,6 +91,11 @@ class home_first {
         if (stuck == st_.dp) {
           return false; // out of swaps: give up
         }
+        const shortfall now = shortfall_now();
+        if (round > 0 && now.excess >= before.excess && now.crowded >= before.crowded) {
+          return false; // no progress: give up
+        }
+        before = now;
         for (std::size_t i = 0; i < st_.used[stuck]; ++i) {
           st_.locked[static_cast<std::size_t>(st_.items[stuck * st_.k + i])] = 0;
         }
@@ -141,6 +150,23 @@ class home_first {
   }
 
  private:
+  // How far the placement is from a repaired one: the load excess summed over ranks, and the
+  // crowded levels summed over ranks. O(dp) plus the level rows to bring up to date, O(n) at
+  // most.
+  struct shortfall {
+    std::int64_t excess = 0;
+    std::int64_t crowded = 0;
+  };
+  shortfall shortfall_now() {
+    shortfall s;
+    s.excess = st_.total_excess;
+    for (std::size_t r = 0; r < st_.dp; ++r) {
+      st_.full_from(r);
+      s.crowded += st_.crowded_levels[r];
+    }
+    return s;
+  }
+
   stage2::state st_;
   stage2::pin_phase pin_;
   stage2::fill_phase fill_;

@@ -38,7 +38,8 @@ struct tuning {
   std::int32_t repair_picks = 16;
   /// Rounds in which ranks stuck far below the limit unlock one home pack each.
   std::int32_t unlock_rounds = 4;
-  /// Times a rank the repair cannot fix gives up all its pins before the attempt fails.
+  /// Times a rank the repair cannot fix gives up all its pins before the attempt fails (fewer
+  /// when a round gets no nearer than the one before it, see `home_first::run`).
   std::int32_t stuck_rounds = 4;
   /// Where no single swap helps a rank, try two swaps in a chain (`chain_search`): a wider
   /// search, for the attempt made after the others failed.
