@@ -141,13 +141,17 @@ class repair_phase {
   // (bold_from_levels) a step reads O(m k) and an attempt may take only tens of them, so in
   // batches of judged_early_from packs or more the pace is judged from the 8th step, and also
   // over the recent work alone (`recent_`), at that pace without the factor two: such repairs
-  // typically shed most of the excess in their first steps and then stall. (In smaller batches
-  // the bound's constant makes most of the allowance, the whole of it costs a few milliseconds,
-  // and the later attempts' chained repairs often succeed late: there, judging early lost more
-  // bytes than it saved time.) Integers and work counts only: every rank gives up at the same
-  // step. O(1).
+  // typically shed most of the excess in their first steps and then stall. With fewer levels,
+  // in batches that large, the recent pace is judged too, from the usual step, with the factor
+  // two: there a repair may slow steadily, each step shedding less than the one before (bimodal
+  // costs at dp 1,024 x ga 16 need up to eight times the bound), which the pace since the start
+  // judges only late. (In smaller batches the bound's constant makes most of the allowance,
+  // the whole of it costs a few milliseconds, and the later attempts' chained repairs often
+  // succeed late: there, judging early lost more bytes than it saved time.) Integers and work
+  // counts only: every rank gives up at the same step. O(1).
   bool hopeless(const state& st) {
-    const bool judge_early = st.k >= bold_from_levels && st.n >= judged_early_from;
+    const bool large = st.n >= judged_early_from;
+    const bool judge_early = large && st.k >= bold_from_levels;
     const std::int64_t spent = st.work - start_work_ - level_work_;
     const std::int64_t left = st.work_limit - st.work;
     const std::int64_t allowance = st.work_limit - start_work_;
@@ -159,7 +163,8 @@ class repair_phase {
     if (done <= 0) {
       return true;
     }
-    if (judge_early && recent_.hopeless(spent, st.total_excess, allowance, left)) {
+    if (large &&
+        recent_.hopeless(spent, st.total_excess, allowance, judge_early ? left : 2 * left)) {
       return true;
     }
     // total_excess / (done / spent) > 2 left, as products (128 bits).
