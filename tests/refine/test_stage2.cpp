@@ -351,8 +351,9 @@ TEST_CASE("in a large batch with few levels, a repair that slows steadily gives 
   // than the one before, and the repair would need several times the work bound. The pace over
   // the recent work, at twice its rate (repair_phase::hopeless, batches of 16,384 packs or
   // more), ends the search: the work reported, the fallback's included, stays under four fifths
-  // of the search's bound alone (the pace since the start alone ends it past the bound, at 1.07 M
-  // and 1.11 M units), and the answer is the fallback's, keeping A and B.
+  // of the search's bound alone (judged by the pace since the start alone, the search gives up
+  // later and the work reported is 1.07 M and 1.11 M units, past that bound), and the answer is
+  // the fallback's, keeping A and B.
   const shape s{1024, 16, 1};
   for (int seed = 1; seed <= 2; ++seed) {
     const auto packs =
