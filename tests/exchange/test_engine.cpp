@@ -5,12 +5,15 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using packswap::engine;
@@ -189,6 +192,93 @@ TEST_CASE("destroying engines mid-flight is clean and leaves no thread behind") 
     }));
   }
   CHECK(pt::thread_count() == before);
+}
+
+namespace {
+
+// The threads backend, recording the order in which operations start and are cancelled; its
+// exchanges never complete, so they are in flight when the engine is destroyed. Starts come
+// from the caller's thread, waits and cancels from the worker: under a lock.
+struct recording_transport : threads::transport {
+  using threads::transport::transport;
+  std::mutex mutex;
+  std::vector<const request*> started;
+  std::vector<const request*> exchanges;
+  std::vector<const request*> cancelled;
+  void start_all_gather(request& req, packswap::span<const std::byte> mine,
+                        packswap::span<std::byte> all) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      started.push_back(&req);
+    }
+    threads::transport::start_all_gather(req, mine, all);
+  }
+  void start_exchange(request& req, packswap::span<const packswap::send_op> sends,
+                      packswap::span<packswap::recv_op> recvs) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      started.push_back(&req);
+      exchanges.push_back(&req);
+    }
+    threads::transport::start_exchange(req, sends, recvs);
+  }
+  bool wait(request& req, packswap::deadline until) {
+    bool exchange = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      exchange = std::find(exchanges.begin(), exchanges.end(), &req) != exchanges.end();
+    }
+    if (exchange) {
+      std::this_thread::sleep_until(
+          std::min(until, packswap::exchange_clock::now() + std::chrono::milliseconds(1)));
+      return false;
+    }
+    return threads::transport::wait(req, until);
+  }
+  void cancel(request& req) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      cancelled.push_back(&req);
+    }
+    threads::transport::cancel(req);
+  }
+};
+
+} // namespace
+
+TEST_CASE("destruction cancels the operations in flight newest first") {
+  // The threads transport matches each link's messages in the order they were posted: were an
+  // older operation's sends withdrawn before a newer one's, a peer still waiting on the older
+  // receive could take the newer send in its place (the randomized stress test saw a pack of the
+  // wrong size so, with every rank stopping at the same call). One rank, four micro-steps,
+  // prefetch depth 3: the first exchange blocks the worker, three more and the next batch's
+  // gather are queued behind it when the engine goes.
+  threads::world world(1);
+  recording_transport t(world, 0);
+  {
+    engine_options opt;
+    opt.prefetch_depth = 3;
+    opt.timeout = std::chrono::seconds(60);
+    engine<recording_transport> e(t, {1, 4, 1}, opt);
+    pt::rank_batch b0;
+    pt::rank_batch b1;
+    pt::make_batch(b0, 9, 0, 0, 4, 2000);
+    pt::make_batch(b1, 9, 1, 0, 4, 2000);
+    e.submit(b0.packs);
+    e.submit(b1.packs);
+  }
+  std::vector<std::ptrdiff_t> order; // the start index of each cancelled operation
+  for (const auto* req : t.cancelled) {
+    const auto at = std::find(t.started.begin(), t.started.end(), req);
+    REQUIRE(at != t.started.end());
+    order.push_back(at - t.started.begin());
+  }
+  CAPTURE(order.size());
+  CHECK(order.size() >= 4);
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    CAPTURE(i);
+    CHECK(order[i] < order[i - 1]);
+  }
 }
 
 TEST_CASE("an engine whose peer never comes fails with a timeout naming the micro-step") {

@@ -380,7 +380,12 @@ class engine_core {
   }
 
   // Worker, on its way out: nothing it was given may still touch a buffer. Cancels outside the
-  // lock (a cancel may wait for copies in progress, or for other ranks to drain).
+  // lock (a cancel may wait for copies in progress, or for other ranks to drain), newest first:
+  // a transport that matches each link's messages in the order they were posted (threads) hands
+  // a peer still waiting on an older receive whatever send comes next on that link, so were the
+  // older operation's sends withdrawn first, the peer could take the next operation's send, a
+  // pack of another size (errc::mismatch) or its bytes in place of the one it waits for. Newest
+  // first, what stays in every link is a prefix of what this rank posted there.
   void cancel_all() noexcept {
     std::vector<op*> pending;
     bool listed = true;

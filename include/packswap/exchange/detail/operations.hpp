@@ -94,24 +94,27 @@ class operation_pool {
   void watch(op& o) { watch_.push_back(&o); }
   std::vector<op*>& watched() noexcept { return watch_; }
 
-  /// Every queued and watched operation, appended to `out`: what a shutdown must cancel.
+  /// Every queued and watched operation, newest first, appended to `out`: what a shutdown must
+  /// cancel, in the order it must (see engine_core::cancel_all). Watched operations left the
+  /// queue at its front, so each is older than every queued one.
   void unfinished(std::vector<op*>& out) const {
-    out.insert(out.end(), queue_.begin() + static_cast<std::ptrdiff_t>(head_), queue_.end());
-    out.insert(out.end(), watch_.begin(), watch_.end());
+    out.insert(out.end(), queue_.rbegin(), queue_.rend() - static_cast<std::ptrdiff_t>(head_));
+    out.insert(out.end(), watch_.rbegin(), watch_.rend());
   }
 
-  /// Calls `f(op&)` on every queued and watched operation, then makes them all idle.
+  /// Calls `f(op&)` on every queued and watched operation, newest first (as `unfinished` lists
+  /// them), then makes them all idle.
   template <class F>
   void retire_unfinished(F&& f) {
-    for (std::size_t i = head_; i < queue_.size(); ++i) {
+    for (std::size_t i = queue_.size(); i-- > head_;) {
       f(*queue_[i]);
       give_back(*queue_[i]);
     }
     queue_.clear();
     head_ = 0;
-    for (op* o : watch_) {
-      f(*o);
-      give_back(*o);
+    for (std::size_t i = watch_.size(); i-- > 0;) {
+      f(*watch_[i]);
+      give_back(*watch_[i]);
     }
     watch_.clear();
   }
