@@ -335,7 +335,11 @@ TEST_CASE("an attempt whose repair rounds get no nearer ends early, keeping A an
   const std::pair<test::stress::dist, int> batches[] = {{test::stress::dist::lognormal, 2},
                                                         {test::stress::dist::heavy_rank, 2},
                                                         {test::stress::dist::bytes_tied, 1}};
-  for (const auto& [d, seed] : batches) {
+  for (const auto& batch : batches) {
+    // Named copies, not structured bindings: INFO captures them in a lambda, which C++17 does
+    // not allow for bindings.
+    const test::stress::dist d = batch.first;
+    const int seed = batch.second;
     const auto packs = test::stress::batch(s, d, static_cast<std::uint64_t>(seed));
     const solve_options opt{};
     const auto sol = solve(packs, s, opt);
