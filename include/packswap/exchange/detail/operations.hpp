@@ -94,28 +94,24 @@ class operation_pool {
   void watch(op& o) { watch_.push_back(&o); }
   std::vector<op*>& watched() noexcept { return watch_; }
 
-  /// Every queued and watched operation, newest first, appended to `out`: what a shutdown must
-  /// cancel, in the order it must (see engine_core::cancel_all). Watched operations left the
-  /// queue at its front, so each is older than every queued one.
+  /// Every queued and watched operation, newest first, appended to `out` (all of them, or none
+  /// when out of memory): what a shutdown must cancel, in the order it must (see
+  /// engine_core::cancel_all).
   void unfinished(std::vector<op*>& out) const {
-    out.insert(out.end(), queue_.rbegin(), queue_.rend() - static_cast<std::ptrdiff_t>(head_));
-    out.insert(out.end(), watch_.rbegin(), watch_.rend());
+    out.reserve(out.size() + (queue_.size() - head_) + watch_.size());
+    newest_first([&](op* o) { out.push_back(o); });
   }
 
   /// Calls `f(op&)` on every queued and watched operation, newest first (as `unfinished` lists
   /// them), then makes them all idle.
   template <class F>
   void retire_unfinished(F&& f) {
-    for (std::size_t i = queue_.size(); i-- > head_;) {
-      f(*queue_[i]);
-      give_back(*queue_[i]);
-    }
+    newest_first([&](op* o) {
+      f(*o);
+      give_back(*o);
+    });
     queue_.clear();
     head_ = 0;
-    for (std::size_t i = watch_.size(); i-- > 0;) {
-      f(*watch_[i]);
-      give_back(*watch_[i]);
-    }
     watch_.clear();
   }
 
@@ -123,6 +119,19 @@ class operation_pool {
   std::int64_t created() const noexcept { return static_cast<std::int64_t>(all_.size()); }
 
  private:
+  // Calls `g(op*)` on every queued and watched operation, newest first: the queue from its back,
+  // then the watched ones from the last watched (each left the queue at its front, so it is
+  // older than every queued one).
+  template <class G>
+  void newest_first(G&& g) const {
+    for (std::size_t i = queue_.size(); i-- > head_;) {
+      g(queue_[i]);
+    }
+    for (std::size_t i = watch_.size(); i-- > 0;) {
+      g(watch_[i]);
+    }
+  }
+
   std::deque<op> all_; // the owner; a deque never moves its elements when it grows
   std::vector<op*> idle_;
   std::vector<op*> queue_;
