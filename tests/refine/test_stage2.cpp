@@ -68,6 +68,17 @@ void check_keeps_stage1(const std::vector<pack_meta>& packs, const shape& s,
   CHECK(sol.movement.moved_bytes <= solve(packs, s, stage1).movement.moved_bytes);
 }
 
+// The stress set's batch (s, d, seed) solved at eps = 0, as the CLI does, after the checks every
+// answer passes (check_keeps_stage1); the tests below check how its search ended.
+solution solve_stress_eps0(const shape& s, test::stress::dist d, int seed) {
+  const auto packs = test::stress::batch(s, d, static_cast<std::uint64_t>(seed));
+  const solve_options opt{};
+  const auto sol = solve(packs, s, opt);
+  INFO(test::stress::name(d) << " seed=" << seed << " work=" << sol.stage2_work);
+  check_keeps_stage1(packs, s, opt, sol);
+  return sol;
+}
+
 } // namespace
 
 TEST_CASE("min_add_tree answers range minima and last-below queries like a plain array") {
@@ -292,14 +303,10 @@ TEST_CASE("a repair that cannot end within the work bound gives up early, keepin
 #endif
   const shape s{4096, 16, 1};
   for (int seed = 2; seed < 2 + seeds; ++seed) {
-    const auto packs =
-        test::stress::batch(s, test::stress::dist::bimodal, static_cast<std::uint64_t>(seed));
-    const solve_options opt{};
-    const auto sol = solve(packs, s, opt);
-    INFO("seed=" << seed);
+    const auto sol = solve_stress_eps0(s, test::stress::dist::bimodal, seed);
+    INFO("seed=" << seed << " work=" << sol.stage2_work);
     CHECK(sol.stage2_bounded);
     CHECK(sol.stage2_work < detail::stage2_search_bound(s.packs()));
-    check_keeps_stage1(packs, s, opt, sol);
   }
 }
 
@@ -313,14 +320,10 @@ TEST_CASE("with many levels, a repair that stalls gives up long before the work 
   const shape s{16, 1024, 1};
   const std::int64_t search_bound = detail::stage2_search_bound(s.packs());
   for (int seed = 1; seed <= 2; ++seed) {
-    const auto packs =
-        test::stress::batch(s, test::stress::dist::lognormal, static_cast<std::uint64_t>(seed));
-    const solve_options opt{};
-    const auto sol = solve(packs, s, opt);
+    const auto sol = solve_stress_eps0(s, test::stress::dist::lognormal, seed);
     INFO("seed=" << seed << " work=" << sol.stage2_work);
     CHECK(sol.stage2_bounded);
     CHECK(3 * sol.stage2_work < 2 * search_bound);
-    check_keeps_stage1(packs, s, opt, sol);
   }
 }
 
@@ -336,17 +339,11 @@ TEST_CASE("an attempt whose repair rounds get no nearer ends early, keeping A an
                                                         {test::stress::dist::heavy_rank, 2},
                                                         {test::stress::dist::bytes_tied, 1}};
   for (const auto& batch : batches) {
-    // Named copies, not structured bindings: INFO captures them in a lambda, which C++17 does
-    // not allow for bindings.
-    const test::stress::dist d = batch.first;
-    const int seed = batch.second;
-    const auto packs = test::stress::batch(s, d, static_cast<std::uint64_t>(seed));
-    const solve_options opt{};
-    const auto sol = solve(packs, s, opt);
-    INFO(test::stress::name(d) << " seed=" << seed << " work=" << sol.stage2_work);
+    const auto sol = solve_stress_eps0(s, batch.first, batch.second);
+    INFO(test::stress::name(batch.first)
+         << " seed=" << batch.second << " work=" << sol.stage2_work);
     CHECK_FALSE(sol.stage2_bounded);
     CHECK(4 * sol.stage2_work < detail::stage2_search_bound(s.packs()));
-    check_keeps_stage1(packs, s, opt, sol);
   }
 }
 
@@ -360,13 +357,9 @@ TEST_CASE("in a large batch with few levels, a repair that slows steadily gives 
   // the fallback's, keeping A and B.
   const shape s{1024, 16, 1};
   for (int seed = 1; seed <= 2; ++seed) {
-    const auto packs =
-        test::stress::batch(s, test::stress::dist::bimodal, static_cast<std::uint64_t>(seed));
-    const solve_options opt{};
-    const auto sol = solve(packs, s, opt);
+    const auto sol = solve_stress_eps0(s, test::stress::dist::bimodal, seed);
     INFO("seed=" << seed << " work=" << sol.stage2_work);
     CHECK(sol.stage2_bounded);
     CHECK(5 * sol.stage2_work < 4 * detail::stage2_search_bound(s.packs()));
-    check_keeps_stage1(packs, s, opt, sol);
   }
 }
