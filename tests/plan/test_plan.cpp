@@ -7,6 +7,8 @@
 
 #include "batches.hpp"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 using namespace packswap;
@@ -79,6 +81,76 @@ TEST_CASE("one rank's plan is exactly its slice of the whole plan") {
     if (s.dp > 1) {
       const std::int32_t other = (r + 1) % s.dp;
       CHECK_THROWS_WITH_AS(mine.sends(other, 0), doctest::Contains("outside this plan"), error);
+    }
+  }
+}
+
+TEST_CASE("every list holds what the assignment says, in its documented order") {
+  // Cells dealt at random, so that most packs move, and every list is checked against one
+  // built from its definition: compute and keep by pack id, sends and receives by (peer, pack
+  // id); for the whole batch and for single ranks.
+  prng rng(8);
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto s = test::random_shape(rng, 20, 6, 3);
+    const auto packs = test::random_batch(s, rng(), test::mix::vlm, rng.chance(1, 2));
+    const auto n = packs.size();
+    std::vector<std::size_t> deal(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      deal[i] = i;
+    }
+    for (std::size_t i = n; i > 1; --i) {
+      std::swap(deal[i - 1], deal[rng.below(i)]);
+    }
+    const auto mbs = static_cast<std::size_t>(s.mbs);
+    const auto ga = static_cast<std::size_t>(s.ga);
+    assignment a(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      const std::size_t c = deal[p] / mbs;
+      a[p] = cell{static_cast<std::int32_t>(c / ga), static_cast<std::int32_t>(c % ga)};
+    }
+    const auto all = make_plan(packs, s, a);
+    const auto r0 = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp)));
+    const auto mine = make_plan(packs, s, a, r0);
+    for (std::int32_t r = 0; r < s.dp; ++r) {
+      for (std::int32_t m = 0; m < s.ga; ++m) {
+        std::vector<std::int32_t> compute, keep;
+        std::vector<transfer> sends, receives;
+        for (std::size_t p = 0; p < n; ++p) { // ascending id
+          const auto id = static_cast<std::int32_t>(p);
+          const std::int32_t from = packs[p].source_rank;
+          if (a[p].rank == r && a[p].micro_step == m) {
+            compute.push_back(id);
+            if (from == r) {
+              keep.push_back(id);
+            } else {
+              receives.push_back({id, from, packs[p].bytes});
+            }
+          }
+          if (from == r && a[p].rank != r && a[p].micro_step == m) {
+            sends.push_back({id, a[p].rank, packs[p].bytes});
+          }
+        }
+        const auto by_peer = [](const transfer& x, const transfer& y) {
+          return x.peer < y.peer || (x.peer == y.peer && x.pack < y.pack);
+        };
+        std::sort(sends.begin(), sends.end(), by_peer);
+        std::sort(receives.begin(), receives.end(), by_peer);
+        for (const plan* pl : {&all, &mine}) {
+          if (r < pl->first_rank() || r >= pl->last_rank()) {
+            continue;
+          }
+          CAPTURE(r);
+          CAPTURE(m);
+          const auto c = pl->compute(r, m);
+          const auto k = pl->keep(r, m);
+          const auto sd = pl->sends(r, m);
+          const auto rv = pl->receives(r, m);
+          CHECK(std::vector<std::int32_t>(c.begin(), c.end()) == compute);
+          CHECK(std::vector<std::int32_t>(k.begin(), k.end()) == keep);
+          CHECK(std::vector<transfer>(sd.begin(), sd.end()) == sends);
+          CHECK(std::vector<transfer>(rv.begin(), rv.end()) == receives);
+        }
+      }
     }
   }
 }

@@ -60,31 +60,38 @@ class plan {
 
   /// The packs `rank` computes at micro-step `step`, ascending pack id (`mbs` of them).
   [[nodiscard]] span<const std::int32_t> compute(std::int32_t rank, std::int32_t step) const {
-    return slice(compute_, compute_off_, rank, step);
+    const auto c = cell_index(rank, step);
+    const auto mbs = static_cast<std::size_t>(shape_.mbs);
+    return span<const std::int32_t>(compute_.data() + c * mbs, mbs);
   }
   /// Those of `compute(rank, step)` that `rank`'s own loader produced: used in place.
   [[nodiscard]] span<const std::int32_t> keep(std::int32_t rank, std::int32_t step) const {
-    return slice(keep_, keep_off_, rank, step);
+    const auto c = cell_index(rank, step);
+    return part(keep_, keep_off_[c], keep_off_[c + 1]);
   }
   /// The packs of `rank`'s loader that another rank computes at micro-step `step`, each with
   /// its receiver, by (peer, pack id).
   [[nodiscard]] span<const transfer> sends(std::int32_t rank, std::int32_t step) const {
-    return slice(send_, send_off_, rank, step);
+    const auto c = cell_index(rank, step);
+    return part(send_, send_off_[c], send_off_[c + 1]);
   }
   /// The packs `rank` computes at micro-step `step` that come from other ranks, each with its
   /// sender, by (peer, pack id).
   [[nodiscard]] span<const transfer> receives(std::int32_t rank, std::int32_t step) const {
-    return slice(recv_, recv_off_, rank, step);
+    const auto c = cell_index(rank, step);
+    return part(recv_, recv_off(c), recv_off(c + 1));
   }
 
   /// Everything rank `rank` sends, micro-step by micro-step (each step's part sorted by (peer,
   /// pack)).
   [[nodiscard]] span<const transfer> sends(std::int32_t rank) const {
-    return rank_slice(send_, send_off_, rank);
+    const auto c = rank_cells(rank);
+    return part(send_, send_off_[c], send_off_[c + ga()]);
   }
   /// Everything rank `rank` receives, micro-step by micro-step.
   [[nodiscard]] span<const transfer> receives(std::int32_t rank) const {
-    return rank_slice(recv_, recv_off_, rank);
+    const auto c = rank_cells(rank);
+    return part(recv_, recv_off(c), recv_off(c + ga()));
   }
 
   /// Bytes rank `rank` receives for micro-step `step`.
@@ -138,56 +145,76 @@ class plan {
                                  std::int32_t first_rank, std::int32_t last_rank);
 
  private:
-  template <class T>
-  span<const T> slice(const std::vector<T>& data, const std::vector<std::int64_t>& off,
-                      std::int32_t rank, std::int32_t step) const {
+  std::size_t ga() const { return static_cast<std::size_t>(shape_.ga); }
+
+  // The index of cell (rank, step) among the plan's cells (its ranks' micro-steps in order).
+  std::size_t cell_index(std::int32_t rank, std::int32_t step) const {
     PACKSWAP_EXPECTS(
         rank >= first_ && rank < last_ && step >= 0 && step < shape_.ga, errc::invalid_argument,
         "(rank " << rank << ", micro-step " << step << ") is outside this plan: ranks [" << first_
                  << ", " << last_ << "), ga=" << shape_.ga);
-    const auto c = static_cast<std::size_t>(rank - first_) * static_cast<std::size_t>(shape_.ga) +
-                   static_cast<std::size_t>(step);
-    return span<const T>(data.data() + off[c], static_cast<std::size_t>(off[c + 1] - off[c]));
+    return static_cast<std::size_t>(rank - first_) * ga() + static_cast<std::size_t>(step);
   }
 
-  template <class T>
-  span<const T> rank_slice(const std::vector<T>& data, const std::vector<std::int64_t>& off,
-                           std::int32_t rank) const {
+  // The index of rank's first cell.
+  std::size_t rank_cells(std::int32_t rank) const {
     PACKSWAP_EXPECTS(rank >= first_ && rank < last_, errc::invalid_argument,
                      "rank " << rank << " is outside this plan: ranks [" << first_ << ", " << last_
                              << ")");
-    const auto first =
-        static_cast<std::size_t>(rank - first_) * static_cast<std::size_t>(shape_.ga);
-    const auto last = first + static_cast<std::size_t>(shape_.ga);
-    return span<const T>(data.data() + off[first],
-                         static_cast<std::size_t>(off[last] - off[first]));
+    return static_cast<std::size_t>(rank - first_) * ga();
+  }
+
+  // Where cell c's receives begin: every cell computes mbs packs, each kept or received, so
+  // the receives before it are its cells' packs less those kept.
+  std::int64_t recv_off(std::size_t c) const {
+    return static_cast<std::int64_t>(c) * shape_.mbs - keep_off_[c];
+  }
+
+  template <class T>
+  static span<const T> part(const std::vector<T>& data, std::int64_t from, std::int64_t to) {
+    return span<const T>(data.data() + from, static_cast<std::size_t>(to - from));
   }
 
   packswap::shape shape_{};
   std::int32_t first_ = 0;
   std::int32_t last_ = 0;
-  std::vector<std::int64_t> compute_off_, keep_off_, send_off_, recv_off_;
+  // Every cell computes exactly mbs packs: cell c's are compute_[c mbs, (c + 1) mbs). Keep and
+  // send lists by offsets per cell (one extra entry at the end); receive offsets follow from the
+  // keep offsets (recv_off()).
+  std::vector<std::int64_t> keep_off_, send_off_;
   std::vector<std::int32_t> compute_, keep_;
   std::vector<transfer> send_, recv_;
 };
 
 namespace detail {
 
-// Turns per-cell counts into CSR offsets (exclusive prefix sums, one extra entry at the end).
-inline void counts_to_offsets(std::vector<std::int64_t>& off) {
+// Turns per-bucket counts (in every entry but the last) into where each bucket ends, and the
+// last entry into the total: a pass that then fills the buckets backwards, each entry at
+// --end[bucket], leaves each bucket in the pass's order reversed, and every entry at the
+// bucket's start.
+inline void counts_to_ends(std::vector<std::int64_t>& off) {
   std::int64_t run = 0;
-  for (auto& x : off) {
-    const std::int64_t n = x;
-    x = run;
-    run += n;
+  for (std::size_t i = 0; i + 1 < off.size(); ++i) {
+    run += off[i];
+    off[i] = run;
   }
+  off.back() = run;
 }
+
+// A pack that changes rank, between the two counting sorts that order the send and receive
+// lists: all a list entry needs, so the second sort reads no pack record.
+struct plan_move {
+  std::int32_t pack, from, to, step;
+  std::int64_t bytes;
+};
 
 } // namespace detail
 
 // The plan of a valid assignment for ranks [first_rank, last_rank); no validation (make_plan
 // validates, solve validated already). Linear: lists are filled in the order they must end up
-// in, so nothing is comparison-sorted.
+// in, so nothing is comparison-sorted. One pass counts, one (backwards) fills the compute and
+// keep lists and lists the moved packs by receiver and by sender (stable in id), and one over
+// each of those lists deals it into the send or receive lists, by cell.
 inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
                                std::int32_t first_rank, std::int32_t last_rank) {
   plan out;
@@ -197,6 +224,7 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   const std::size_t n = packs.size();
   const auto dp = static_cast<std::size_t>(s.dp);
   const auto ga = static_cast<std::size_t>(s.ga);
+  const auto mbs = static_cast<std::size_t>(s.mbs);
   const auto cells = static_cast<std::size_t>(last_rank - first_rank) * ga;
   // One unsigned comparison, tested before from != to: for a rank's own plan it is almost always
   // false, so the branches predict well (whether a pack moved follows no pattern).
@@ -207,91 +235,92 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   const auto local = [&](std::int32_t r, std::int32_t step) {
     return static_cast<std::size_t>(r - first_rank) * ga + static_cast<std::size_t>(step);
   };
-  out.compute_off_.assign(cells + 1, 0);
   out.keep_off_.assign(cells + 1, 0);
   out.send_off_.assign(cells + 1, 0);
-  out.recv_off_.assign(cells + 1, 0);
-  // Sends ordered by destination rank and receives by source rank: counting sorts, stable in id.
-  std::vector<std::int64_t> by_dst_off(dp + 1, 0);
-  std::vector<std::int64_t> by_src_off(dp + 1, 0);
-  std::size_t computed = 0;
-  std::size_t sends = 0;
-  std::size_t receives = 0;
-  // A plan for some ranks only (a rank's own, typically) lists the few packs it involves, so the
-  // second pass visits those instead of the whole batch.
+  // Moved packs by receiver (for the send lists) and by sender (for the receive lists).
+  std::vector<std::int64_t> to_end(dp + 1, 0);
+  std::vector<std::int64_t> from_end(dp + 1, 0);
+  // A plan for some ranks only (a rank's own, typically) first lists the few packs it involves,
+  // and the passes below visit those instead of the whole batch.
   const bool every_rank = first_rank == 0 && last_rank == s.dp;
   std::vector<std::int32_t> involved;
-  for (std::size_t p = 0; p < n; ++p) {
+  if (!every_rank) {
+    const pack_meta* pk = packs.data();
+    const cell* at = a.data();
+    for (std::size_t p = 0; p < n; ++p) {
+      const std::int32_t to = at[p].rank;
+      const std::int32_t from = pk[p].source_rank;
+      if (held(to) || (held(from) && from != to)) {
+        involved.push_back(static_cast<std::int32_t>(p));
+      }
+    }
+  }
+  const std::size_t visits = every_rank ? n : involved.size();
+  const auto pack_at = [&](std::size_t v) {
+    return every_rank ? v : static_cast<std::size_t>(involved[v]);
+  };
+  for (std::size_t v = 0; v < visits; ++v) {
+    const std::size_t p = pack_at(v);
     const std::int32_t to = a[p].rank;
     const std::int32_t from = packs[p].source_rank;
-    if (!every_rank && (held(to) || (held(from) && from != to))) {
-      involved.push_back(static_cast<std::int32_t>(p));
-    }
     if (held(to)) {
-      ++out.compute_off_[local(to, a[p].micro_step)];
-      ++computed;
       if (from == to) {
         ++out.keep_off_[local(to, a[p].micro_step)];
       } else {
-        ++out.recv_off_[local(to, a[p].micro_step)];
-        ++by_src_off[static_cast<std::size_t>(from)];
-        ++receives;
+        ++from_end[static_cast<std::size_t>(from)];
       }
     }
     if (held(from) && from != to) {
       ++out.send_off_[local(from, a[p].micro_step)];
-      ++by_dst_off[static_cast<std::size_t>(to)];
-      ++sends;
+      ++to_end[static_cast<std::size_t>(to)];
     }
   }
-  counts_to_offsets(out.compute_off_);
-  counts_to_offsets(out.keep_off_);
-  counts_to_offsets(out.send_off_);
-  counts_to_offsets(out.recv_off_);
-  counts_to_offsets(by_dst_off);
-  counts_to_offsets(by_src_off);
-  out.compute_.resize(computed);
+  counts_to_ends(out.keep_off_);
+  counts_to_ends(out.send_off_);
+  counts_to_ends(to_end);
+  counts_to_ends(from_end);
+  out.compute_.resize(cells * mbs);
   out.keep_.resize(static_cast<std::size_t>(out.keep_off_[cells]));
-  out.send_.resize(sends);
-  out.recv_.resize(receives);
-  std::vector<std::int32_t> by_dst(sends);
-  std::vector<std::int32_t> by_src(receives);
+  out.send_.resize(static_cast<std::size_t>(out.send_off_[cells]));
+  out.recv_.resize(cells * mbs - out.keep_.size());
+  std::vector<plan_move> by_to(out.send_.size());
+  std::vector<plan_move> by_from(out.recv_.size());
   {
-    std::vector<std::int64_t> c_pos(out.compute_off_.begin(), out.compute_off_.end() - 1);
-    std::vector<std::int64_t> k_pos(out.keep_off_.begin(), out.keep_off_.end() - 1);
-    const std::size_t visits = every_rank ? n : involved.size();
-    for (std::size_t v = 0; v < visits; ++v) {
-      const std::size_t p = every_rank ? v : static_cast<std::size_t>(involved[v]);
-      const auto id = static_cast<std::int32_t>(p);
-      const std::int32_t to = a[p].rank;
-      const std::int32_t from = packs[p].source_rank;
-      if (held(to)) {
-        const auto c = local(to, a[p].micro_step);
-        out.compute_[static_cast<std::size_t>(c_pos[c]++)] = id;
-        if (from == to) {
-          out.keep_[static_cast<std::size_t>(k_pos[c]++)] = id;
+    // Packs a cell computes still to come, where cells hold several (from the back).
+    std::vector<std::int32_t> left(mbs > 1 ? cells : 0, static_cast<std::int32_t>(mbs));
+    for (std::size_t v = visits; v-- > 0;) {
+      const std::size_t p = pack_at(v);
+      const plan_move m{static_cast<std::int32_t>(p), packs[p].source_rank, a[p].rank,
+                        a[p].micro_step, packs[p].bytes};
+      if (held(m.to)) {
+        const auto c = local(m.to, m.step);
+        out.compute_[mbs == 1 ? c : c * mbs + static_cast<std::size_t>(--left[c])] = m.pack;
+        if (m.from == m.to) {
+          out.keep_[static_cast<std::size_t>(--out.keep_off_[c])] = m.pack;
         } else {
-          by_src[static_cast<std::size_t>(by_src_off[static_cast<std::size_t>(from)]++)] = id;
+          by_from[static_cast<std::size_t>(--from_end[static_cast<std::size_t>(m.from)])] = m;
         }
       }
-      if (held(from) && from != to) {
-        by_dst[static_cast<std::size_t>(by_dst_off[static_cast<std::size_t>(to)]++)] = id;
+      if (held(m.from) && m.from != m.to) {
+        by_to[static_cast<std::size_t>(--to_end[static_cast<std::size_t>(m.to)])] = m;
       }
     }
   }
-  // Appending in destination order sorts every send list by (peer, pack); appending in source
-  // order sorts every receive list by (peer, pack).
-  std::vector<std::int64_t> pos(out.send_off_.begin(), out.send_off_.end() - 1);
-  for (const auto id : by_dst) {
-    const auto p = static_cast<std::size_t>(id);
-    out.send_[static_cast<std::size_t>(pos[local(packs[p].source_rank, a[p].micro_step)]++)] =
-        transfer{id, a[p].rank, packs[p].bytes};
+  // Dealing the list by receiver into cells sorts every send list by (peer, pack); the list by
+  // sender, every receive list.
+  for (std::size_t i = by_to.size(); i-- > 0;) {
+    const plan_move& m = by_to[i];
+    out.send_[static_cast<std::size_t>(--out.send_off_[local(m.from, m.step)])] =
+        transfer{m.pack, m.to, m.bytes};
   }
-  pos.assign(out.recv_off_.begin(), out.recv_off_.end() - 1);
-  for (const auto id : by_src) {
-    const auto p = static_cast<std::size_t>(id);
-    out.recv_[static_cast<std::size_t>(pos[local(a[p].rank, a[p].micro_step)]++)] =
-        transfer{id, packs[p].source_rank, packs[p].bytes};
+  {
+    std::vector<std::int32_t> dealt(cells, 0); // receives placed per cell, from its end
+    for (std::size_t i = by_from.size(); i-- > 0;) {
+      const plan_move& m = by_from[i];
+      const auto c = local(m.to, m.step);
+      out.recv_[static_cast<std::size_t>(out.recv_off(c + 1) - 1 - dealt[c]++)] =
+          transfer{m.pack, m.from, m.bytes};
+    }
   }
   return out;
 }
