@@ -18,11 +18,12 @@ namespace packswap::detail::stage2 {
 ///
 /// Complexity: per pass O(n) to list the packs away from home, then per such pack O(1 + L / 16 +
 /// q): L the levels the trade may take (one where a level has no slack), read from the level
-/// row of the home rank, q their packs there (times the ranks of the home node with several
-/// nodes), plus the compensating pairs: at most `compensation_pairs` per trade weighed with many
-/// levels, O(k) per trade with few (k <= 64), and at most `settle_pairs` per visit in a settle
-/// of `capped_settle_from` packs or more. O(n) per pass where costs are distinct. Stops at the work
-/// limit: every trade keeps the limits, so any prefix is an answer.
+/// row of the home rank, q their packs there (none read where all are home: `state::away_at`;
+/// times the ranks of the home node with several nodes), plus the compensating pairs: at most
+/// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64), and
+/// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more. O(n) per
+/// pass where costs are distinct. Stops at the work limit: every trade keeps the limits, so any
+/// prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -200,6 +201,10 @@ class bring_home_phase {
           st.work +=
               static_cast<std::int64_t>(highest + 16 - static_cast<std::size_t>(lowest)) / 16;
           for (auto l = static_cast<std::size_t>(lowest); l <= highest; ++l) {
+            if (st.away_at[t * st.k + l] == 0) { // every pack there is home: counted, not read
+              st.work += st.cnt[t * st.k + l];
+              continue;
+            }
             for (std::int32_t next_q = st.at_level[t * st.k + l]; next_q >= 0;) {
               const auto q = static_cast<std::size_t>(next_q);
               next_q = st.next_at_level[q];
@@ -304,10 +309,17 @@ class bring_home_phase {
     }
     st.ensure_levels();
     std::int32_t pairs = std::min(compensation_pairs, pairs_left_);
+    const auto q_level = static_cast<std::size_t>(st.pk[q].level);
+    const auto p_level = static_cast<std::size_t>(st.pk[p].level);
     for (const std::size_t l : by_spread_) {
       const std::int64_t spread = level_spread_[l];
       if (e_lo > spread || e_hi < -spread || pairs <= 0) {
         return; // nor any narrower level
+      }
+      // A level where either rank has no pack away from home but q or p gives no pair.
+      if (st.away_at[t * st.k + l] - (l == q_level ? 1 : 0) <= 0 ||
+          st.away_at[r * st.k + l] - (l == p_level ? 1 : 0) <= 0) {
+        continue;
       }
       for (std::int32_t u = st.at_level[t * st.k + l]; u >= 0 && pairs > 0;
            u = st.next_at_level[static_cast<std::size_t>(u)]) {

@@ -361,11 +361,14 @@ struct state {
   }
 
   // The packs of every rank by level, as doubly linked lists: at_level[r * k + l] heads rank r's
-  // packs of level l, linked by next_at_level (-1 ends the list). Built here in O(n + dp k);
+  // packs of level l, linked by next_at_level (-1 ends the list), and away_at[r * k + l] counts
+  // those of them away from home (so a search skips a list whose packs are all home without
+  // reading their records). Built here in O(n + dp k);
   // swap_packs() keeps them up to date until `levels_live` is cleared (place/unplace and the
   // re-deal's writes do not).
   void index_levels() {
     at_level.assign(dp * k, -1);
+    away_at.assign(dp * k, 0);
     next_at_level.resize(n);
     prev_at_level.resize(n);
     for (std::size_t r = 0; r < dp; ++r) {
@@ -385,6 +388,7 @@ struct state {
   }
 
   void link(std::size_t p, std::size_t r) {
+    away_at[r * k + static_cast<std::size_t>(pk[p].level)] += src(p) != r ? 1 : 0;
     std::int32_t& head = at_level[r * k + static_cast<std::size_t>(pk[p].level)];
     prev_at_level[p] = -1;
     next_at_level[p] = head;
@@ -395,6 +399,7 @@ struct state {
   }
 
   void unlink(std::size_t p, std::size_t r) {
+    away_at[r * k + static_cast<std::size_t>(pk[p].level)] -= src(p) != r ? 1 : 0;
     const std::int32_t before = prev_at_level[p];
     const std::int32_t after = next_at_level[p];
     if (before >= 0) {
@@ -478,6 +483,7 @@ struct state {
   std::vector<char> full_stale;             // full, surplus and crowded_levels need a rebuild
   std::vector<char> locked;                 // pinned home packs the re-deal leaves alone
   std::vector<std::int32_t> at_level, next_at_level, prev_at_level; // see index_levels()
+  std::vector<std::int32_t> away_at;                                // see index_levels()
   bool levels_live = false;
 
   // Work: the candidates and items the searches read, counted so that a solve can stop at a
