@@ -15,8 +15,11 @@ namespace packswap::detail::stage2 {
 // is below a threshold: a segment tree walked bottom-up, without recursion, whose nodes keep their
 // own pending add: a node's minimum includes its own add, not its ancestors', which a query adds
 // on its way up (the nodes that tile a range on either side lie under one chain of ancestors).
-// O(log n) per call; up to `flat_up_to` values, a plain array scanned in O(n), which is faster
-// there. `assign` is O(n).
+// Suffixes [a, n), which the pin asks for most, and the prefixes of last_below take one walk up
+// from a leaf. Whether a walk takes a node depends on the bits of its index, which follow no
+// pattern from one call to the next: the walks select (a node, or an add of 0) rather than
+// branch, which mispredicts about every other level. O(log n) per call; up to `flat_up_to`
+// values, a plain array scanned in O(n), which is faster there. `assign` is O(n).
 class min_add_tree {
  public:
   static constexpr std::size_t flat_up_to = 64;
@@ -52,14 +55,19 @@ class min_add_tree {
     if (a >= b) {
       return;
     }
-    // The nodes that tile [a, b), then the minima of their ancestors.
+    if (b == n_) {
+      add_suffix(a, d);
+      return;
+    }
+    // The nodes that tile [a, b) (each side adds 0 where it takes none), then the minima of
+    // their ancestors.
     for (std::size_t l = a + size_, r = b + size_; l < r; l /= 2, r /= 2) {
-      if (l % 2 == 1) {
-        apply(l++, d);
-      }
-      if (r % 2 == 1) {
-        apply(--r, d);
-      }
+      const std::size_t take_l = l % 2;
+      apply(l, take_l != 0 ? d : 0);
+      l += take_l;
+      const std::size_t take_r = r % 2;
+      r -= take_r;
+      apply(r, take_r != 0 ? d : 0);
     }
     pull(a + size_, b - 1 + size_);
   }
@@ -76,6 +84,9 @@ class min_add_tree {
     if (a >= b) {
       return none;
     }
+    if (b == n_) {
+      return min_suffix(a);
+    }
     // The nodes taken on the left so far lie under node l - 1 once l moves up, those on the
     // right under node r: each side owes the adds of its chain. (Before a side takes a node, what
     // it adds to `none` is noise far below none's size.)
@@ -84,12 +95,14 @@ class min_add_tree {
     std::size_t l = a + size_;
     std::size_t r = b + size_;
     while (l < r) {
-      if (l % 2 == 1) {
-        left = std::min(left, min_[l++]);
-      }
-      if (r % 2 == 1) {
-        right = std::min(right, min_[--r]);
-      }
+      const std::size_t take_l = l % 2;
+      const std::int64_t at_l = min_[l];
+      left = std::min(left, take_l != 0 ? at_l : none);
+      l += take_l;
+      const std::size_t take_r = r % 2;
+      const std::int64_t at_r = min_[r - 1];
+      right = std::min(right, take_r != 0 ? at_r : none);
+      r -= take_r;
       l /= 2;
       r /= 2;
       left += add_[l - 1];
@@ -111,34 +124,28 @@ class min_add_tree {
     if (b == 0) {
       return -1;
     }
-    // The nodes that tile [0, b) come off its right end, right to left, one level at a time
-    // (from its left end, leaf 0, only the root can come, alone, when b covers every leaf):
-    // taken[h] at level h, or 0. Each lies under chain[h], the right end one level up, and the
-    // chain climbs by parents: owed[h] sums the adds of chain[h] and everything above it.
+    if (b == size_) { // every leaf: the root alone
+      return min_[1] < t ? descend(1, t, 0) : -1;
+    }
+    // The nodes that tile [0, b) are the left siblings of the right children on the way up
+    // from leaf b, nearest first. Each lies under the chain's nodes above it, whose adds are
+    // all the chain's less those up to its sibling there: sums recorded on the way up (an entry
+    // is written at every level and kept where the chain's node is a right child).
     std::size_t taken[64];
-    std::size_t chain[64];
-    std::int64_t owed[64];
-    std::size_t levels = 0;
-    for (std::size_t l = size_, r = b + size_; l < r; l /= 2, r /= 2, ++levels) {
-      taken[levels] = 0;
-      chain[levels] = 0; // the root, taken, has no ancestors
-      if (r % 2 == 1) {
-        taken[levels] = --r;
-        chain[levels] = r / 2;
-      } else if (l % 2 == 1) {
-        taken[levels] = l++;
-      } else {
-        chain[levels] = r / 2;
-      }
+    std::int64_t below[64]; // the chain's adds up to the taken node's sibling
+    std::size_t m = 0;
+    std::int64_t sum = 0;
+    for (std::size_t x = b + size_; x > 1;) {
+      taken[m] = x - 1;
+      below[m] = sum;
+      m += x % 2;
+      x /= 2;
+      sum += add_[x];
     }
-    std::int64_t above = levels > 0 ? adds_above(chain[levels - 1]) : 0;
-    for (std::size_t h = levels; h-- > 0;) {
-      above += add_[chain[h]];
-      owed[h] = above;
-    }
-    for (std::size_t h = 0; h < levels; ++h) {
-      if (taken[h] != 0 && min_[taken[h]] + owed[h] < t) {
-        return descend(taken[h], t, owed[h]);
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::int64_t above = sum - below[i];
+      if (min_[taken[i]] + above < t) {
+        return descend(taken[i], t, above);
       }
     }
     return -1;
@@ -152,6 +159,31 @@ class min_add_tree {
     if (node < size_) {
       add_[node] += d;
     }
+  }
+
+  // add() and min() over [a, n): one walk up from leaf a, which takes the right sibling of
+  // every left child on the way (and adds 0 to the left sibling of a right child). The leaves
+  // past n (`none`) take the adds too, which leaves them far above any value.
+  void add_suffix(std::size_t a, std::int64_t d) {
+    std::size_t x = a + size_;
+    apply(x, d);
+    while (x > 1) {
+      apply(x ^ 1, x % 2 == 0 ? d : 0);
+      x /= 2;
+      fix(x);
+    }
+  }
+
+  std::int64_t min_suffix(std::size_t a) const {
+    std::size_t x = a + size_;
+    std::int64_t m = min_[x];
+    while (x > 1) {
+      const std::int64_t sibling = min_[x ^ 1];
+      m = std::min(m, x % 2 == 0 ? sibling : none);
+      x /= 2;
+      m += add_[x];
+    }
+    return m;
   }
 
   // The minima of the ancestors of leaves a <= b, from below, each once; above the first they
@@ -190,7 +222,7 @@ class min_add_tree {
   std::ptrdiff_t descend(std::size_t node, std::int64_t t, std::int64_t above) const {
     while (node < size_) {
       above += add_[node];
-      node = min_[2 * node + 1] + above < t ? 2 * node + 1 : 2 * node;
+      node = 2 * node + (min_[2 * node + 1] + above < t ? 1 : 0);
     }
     return static_cast<std::ptrdiff_t>(node - size_);
   }
