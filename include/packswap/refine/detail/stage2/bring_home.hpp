@@ -63,23 +63,6 @@ class bring_home_phase {
     if (by_level) {
       st.ensure_levels();
     }
-    // Largest cost difference within each level: its top quantile less its bottom one; the
-    // levels by it, widest first (ties by level), for the compensating trades.
-    level_spread_ = st.level_quantile(1000);
-    {
-      const auto cheapest = st.level_quantile(0);
-      by_spread_.clear();
-      for (std::size_t l = 0; l < st.k; ++l) {
-        level_spread_[l] -= cheapest[l];
-        if (level_spread_[l] > 0) {
-          by_spread_.push_back(l);
-        }
-      }
-      std::sort(by_spread_.begin(), by_spread_.end(), [&](std::size_t a, std::size_t b) {
-        return level_spread_[a] > level_spread_[b] ||
-               (level_spread_[a] == level_spread_[b] && a < b);
-      });
-    }
     for (std::int32_t pass = 0; pass < tune.home_passes; ++pass) {
       bool changed = false;
       // In input order: batches list each rank's packs together, so consecutive packs share a
@@ -201,7 +184,7 @@ class bring_home_phase {
           st.work +=
               static_cast<std::int64_t>(highest + 16 - static_cast<std::size_t>(lowest)) / 16;
           for (auto l = static_cast<std::size_t>(lowest); l <= highest; ++l) {
-            if (st.away_at[t * st.k + l] == 0) { // every pack there is home: counted, not read
+            if (st.away_at[t * st.k + st.spread_pos[l]] == 0) { // all home: counted, not read
               st.work += st.cnt[t * st.k + l];
               continue;
             }
@@ -272,8 +255,9 @@ class bring_home_phase {
                   std::int64_t d, std::int64_t delta, Consider&& consider) {
     const std::int64_t e_lo = st.load[t] + d - st.limit;
     const std::int64_t e_hi = st.limit - st.load[r] + d;
-    if (by_spread_.empty() || e_lo > level_spread_[by_spread_[0]] ||
-        e_hi < -level_spread_[by_spread_[0]]) {
+    // A level's pair can carry e back iff its spread is at least `need`.
+    const std::int64_t need = std::max(e_lo, -e_hi);
+    if (st.spread_levels == 0 || st.widest_spread[0] < need) {
       return; // no level's spread reaches the range
     }
     if (st.k <= scan_items_up_to) {
@@ -290,8 +274,8 @@ class bring_home_phase {
       for (std::size_t a = 0; a < st.used[t]; ++a) {
         const auto l = static_cast<std::size_t>(t_levels[a]);
         const auto u = static_cast<std::size_t>(t_items[a]);
-        if (u == q || static_cast<std::size_t>(t_homes[a]) == t || e_lo > level_spread_[l] ||
-            e_hi < -level_spread_[l] || movable_[l] < 0) {
+        if (u == q || static_cast<std::size_t>(t_homes[a]) == t || st.level_spread[l] < need ||
+            movable_[l] < 0) {
           continue;
         }
         if (pairs_left_ <= 0) {
@@ -309,18 +293,20 @@ class bring_home_phase {
     }
     st.ensure_levels();
     std::int32_t pairs = std::min(compensation_pairs, pairs_left_);
-    const auto q_level = static_cast<std::size_t>(st.pk[q].level);
-    const auto p_level = static_cast<std::size_t>(st.pk[p].level);
-    for (const std::size_t l : by_spread_) {
-      const std::int64_t spread = level_spread_[l];
-      if (e_lo > spread || e_hi < -spread || pairs <= 0) {
+    // The levels widest first, their away counts in sequence (see state::away_at).
+    const std::size_t q_at = st.spread_pos[static_cast<std::size_t>(st.pk[q].level)];
+    const std::size_t p_at = st.spread_pos[static_cast<std::size_t>(st.pk[p].level)];
+    const std::int32_t* t_away = &st.away_at[t * st.k];
+    const std::int32_t* r_away = &st.away_at[r * st.k];
+    for (std::size_t i = 0; i < st.spread_levels; ++i) {
+      if (st.widest_spread[i] < need || pairs <= 0) {
         return; // nor any narrower level
       }
       // A level where either rank has no pack away from home but q or p gives no pair.
-      if (st.away_at[t * st.k + l] - (l == q_level ? 1 : 0) <= 0 ||
-          st.away_at[r * st.k + l] - (l == p_level ? 1 : 0) <= 0) {
+      if (t_away[i] - (i == q_at ? 1 : 0) <= 0 || r_away[i] - (i == p_at ? 1 : 0) <= 0) {
         continue;
       }
+      const std::size_t l = st.spread_order[i];
       for (std::int32_t u = st.at_level[t * st.k + l]; u >= 0 && pairs > 0;
            u = st.next_at_level[static_cast<std::size_t>(u)]) {
         const auto uu = static_cast<std::size_t>(u);
@@ -364,12 +350,10 @@ class bring_home_phase {
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
-  std::vector<std::int64_t> level_spread_; // see run()
-  std::vector<std::int64_t> movable_;      // see index_movable()
-  std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
-  std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
-  std::vector<std::size_t> by_spread_;
-  std::vector<std::int32_t> away_; // see list_away
+  std::vector<std::int64_t> movable_; // see index_movable()
+  std::size_t movable_for_ = 0;       // the pack movable_ was indexed for
+  std::int32_t pairs_left_ = 0;       // compensating pairs the visit may still weigh
+  std::vector<std::int32_t> away_;    // see list_away
   std::vector<char> away_mark_;
 };
 

@@ -165,6 +165,27 @@ struct state {
         }
       }
     }
+    // Each level's spread (its largest cost less its smallest), and the levels by it, widest
+    // first (ties by level); by_spread lists those whose spread is above 0.
+    level_spread.assign(k, 0);
+    spread_order.resize(k);
+    for (std::size_t j = 0; j < k; ++j) {
+      spread_order[j] = j;
+      if (level_end[j] > level_begin[j]) {
+        level_spread[j] = sorted_cost[level_end[j] - 1] - sorted_cost[level_begin[j]];
+      }
+    }
+    std::sort(spread_order.begin(), spread_order.end(), [&](std::size_t a, std::size_t b) {
+      return level_spread[a] > level_spread[b] || (level_spread[a] == level_spread[b] && a < b);
+    });
+    spread_pos.resize(k);
+    widest_spread.resize(k);
+    spread_levels = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      spread_pos[spread_order[i]] = i;
+      widest_spread[i] = level_spread[spread_order[i]];
+      spread_levels += widest_spread[i] > 0 ? 1 : 0;
+    }
     // Each rank's own packs by bytes descending, ties by id: bucketed by home rank in id order,
     // then each bucket (ga * mbs packs) sorted on its own.
     for (std::size_t r = 0; r < dp; ++r) {
@@ -361,9 +382,10 @@ struct state {
   }
 
   // The packs of every rank by level, as doubly linked lists: at_level[r * k + l] heads rank r's
-  // packs of level l, linked by next_at_level (-1 ends the list), and away_at[r * k + l] counts
-  // those of them away from home (so a search skips a list whose packs are all home without
-  // reading their records). Built here in O(n + dp k);
+  // packs of level l, linked by next_at_level (-1 ends the list), and away_at[r * k +
+  // spread_pos[l]] counts those of them away from home (so a search skips a list whose packs
+  // are all home without reading their records; kept in spread order, so a scan of the levels
+  // widest first reads it in sequence). Built here in O(n + dp k);
   // swap_packs() keeps them up to date until `levels_live` is cleared (place/unplace and the
   // re-deal's writes do not).
   void index_levels() {
@@ -388,7 +410,7 @@ struct state {
   }
 
   void link(std::size_t p, std::size_t r) {
-    away_at[r * k + static_cast<std::size_t>(pk[p].level)] += src(p) != r ? 1 : 0;
+    away_at[r * k + spread_pos[static_cast<std::size_t>(pk[p].level)]] += src(p) != r ? 1 : 0;
     std::int32_t& head = at_level[r * k + static_cast<std::size_t>(pk[p].level)];
     prev_at_level[p] = -1;
     next_at_level[p] = head;
@@ -399,7 +421,7 @@ struct state {
   }
 
   void unlink(std::size_t p, std::size_t r) {
-    away_at[r * k + static_cast<std::size_t>(pk[p].level)] -= src(p) != r ? 1 : 0;
+    away_at[r * k + spread_pos[static_cast<std::size_t>(pk[p].level)]] -= src(p) != r ? 1 : 0;
     const std::int32_t before = prev_at_level[p];
     const std::int32_t after = next_at_level[p];
     if (before >= 0) {
@@ -469,6 +491,11 @@ struct state {
   std::vector<std::int64_t> sorted_cost; // cost of by_cost(i)
   std::vector<std::int64_t> slack;       // per level, see prepare()
   std::vector<std::size_t> level_begin, level_end; // level l: by_cost(begin .. end - 1)
+  std::vector<std::int64_t> level_spread;          // per level, see prepare()
+  std::vector<std::size_t> spread_order;           // the levels by spread, widest first
+  std::vector<std::size_t> spread_pos;             // the inverse
+  std::vector<std::int64_t> widest_spread;         // level_spread in spread order
+  std::size_t spread_levels = 0;                   // levels whose spread is above 0
 
   // The placement.
   std::vector<std::int32_t> items;      // rank r's packs: items[r * k .. r * k + used[r] - 1]
