@@ -7,6 +7,7 @@
 #include "packswap/refine/detail/stage2/pin.hpp"
 #include "packswap/refine/detail/stage2/redeal.hpp"
 #include "packswap/refine/detail/stage2/repair.hpp"
+#include "packswap/refine/detail/stage2/snapshot.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 #include "packswap/refine/topology.hpp"
 
@@ -53,6 +54,7 @@ class home_first {
   void prepare(span<const pack_meta> packs, const shape& s, const topology& topo,
                span<const std::int64_t> caps, std::int64_t limit, span<const std::int32_t> order) {
     st_.prepare(packs, s, topo, caps, limit, order);
+    start_.clear();
   }
 
   /// Bounds the work of the searches (repair and bring-home) in every later run() and settle()
@@ -72,8 +74,15 @@ class home_first {
       return false;
     }
     st_.reset();
-    pin_.run(st_, t); // also clears every pack's place and locks the pins
-    fill_.run(st_);
+    // An attempt whose pin, fill and first re-deal an earlier one ran with the same knobs (the
+    // chained repair after the wide band) starts where that one's first repair began.
+    const bool restored = start_.holds(t);
+    if (restored) {
+      start_.restore(st_);
+    } else {
+      pin_.run(st_, t); // also clears every pack's place and locks the pins
+      fill_.run(st_);
+    }
     repair_.start_attempt();
     // When the repair gets stuck on a rank (typically the one holding a giant pack, which needs
     // the lightest pack of every level), that rank's pins go and the pool is balanced again: the
@@ -84,7 +93,12 @@ class home_first {
     bool repaired = false;
     shortfall before; // at the end of the previous round
     for (std::int32_t round = 0; round <= t.stuck_rounds && !repaired; ++round) {
-      redeal_.run(st_, t);
+      if (round > 0 || !restored) {
+        redeal_.run(st_, t);
+      }
+      if (round == 0 && !restored && over_limit()) {
+        start_.save(st_, t);
+      }
       std::size_t stuck = st_.dp;
       repaired = repair_.run(st_, t, stuck);
       if (!repaired) {
@@ -167,8 +181,19 @@ class home_first {
     return s;
   }
 
+  // Whether some rank's load is above the limit. O(dp).
+  bool over_limit() const {
+    for (std::size_t r = 0; r < st_.dp; ++r) {
+      if (st_.load[r] > st_.limit) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   stage2::state st_;
   stage2::pin_phase pin_;
+  stage2::start_snapshot start_; // where the last attempt's first repair began
   stage2::fill_phase fill_;
   stage2::redeal_phase redeal_;
   stage2::repair_phase repair_;
