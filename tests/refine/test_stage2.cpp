@@ -81,6 +81,28 @@ solution solve_stress_eps0(const shape& s, test::stress::dist d, int seed) {
   return sol;
 }
 
+// The stage-2 engine refine_sorted prepares for `packs`: stage 1's micro-step maxima as caps
+// (relaxed by eps in per_step mode), its B relaxed by eps as the limit; no work limit.
+detail::home_first engine_for(const std::vector<pack_meta>& packs, const shape& s, double eps,
+                              bool per_step) {
+  std::vector<std::int64_t> costs(packs.size());
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    costs[p] = packs[p].cost;
+  }
+  const auto stage1 = balance(costs, s);
+  detail::load_profile loads;
+  std::vector<std::int64_t> table;
+  detail::profile_loads(costs, stage1, s, loads, table);
+  const std::int64_t ppm = detail::eps_ppm(eps);
+  std::vector<std::int64_t> caps(loads.step_max.begin(), loads.step_max.end());
+  for (auto& c : caps) {
+    c = per_step ? detail::relax(c, ppm) : c;
+  }
+  std::sort(caps.begin(), caps.end(), std::greater<>());
+  return detail::home_first(packs, s, topology{}, caps, detail::relax(loads.b(), ppm),
+                            detail::order_desc(costs));
+}
+
 } // namespace
 
 TEST_CASE("min_add_tree answers range minima and last-below queries like a plain array") {
@@ -373,6 +395,9 @@ TEST_CASE("an attempt that starts from an earlier attempt's pins and re-deal rep
   // work limit, so that the two differ in nothing but the snapshot; both sync modes (per_step
   // relaxes the caps by eps too), eps 0 and 0.001.
   const shape shapes[] = {{1024, 4, 1}, {256, 16, 1}, {64, 64, 1}};
+  const detail::home_first::tuning wide;
+  detail::home_first::tuning chained = wide;
+  chained.chains = true;
   int restored = 0;
   for (const auto d : test::stress::all_dists) {
     for (const auto& s : shapes) {
@@ -380,27 +405,8 @@ TEST_CASE("an attempt that starts from an earlier attempt's pins and re-deal rep
         for (const bool per_step : {false, true}) {
           for (int seed = 1; seed <= 3; ++seed) {
             const auto packs = test::stress::batch(s, d, static_cast<std::uint64_t>(seed));
-            std::vector<std::int64_t> costs(packs.size());
-            for (std::size_t p = 0; p < packs.size(); ++p) {
-              costs[p] = packs[p].cost;
-            }
-            const auto stage1 = balance(costs, s);
-            detail::load_profile loads;
-            std::vector<std::int64_t> table;
-            detail::profile_loads(costs, stage1, s, loads, table);
-            const std::int64_t ppm = detail::eps_ppm(eps);
-            std::vector<std::int64_t> caps(loads.step_max.begin(), loads.step_max.end());
-            for (auto& c : caps) {
-              c = per_step ? detail::relax(c, ppm) : c;
-            }
-            std::sort(caps.begin(), caps.end(), std::greater<>());
-            const std::int64_t limit = detail::relax(loads.b(), ppm);
-            const auto order = detail::order_desc(costs);
-            detail::home_first::tuning wide;
-            detail::home_first::tuning chained = wide;
-            chained.chains = true;
-            detail::home_first first(packs, s, topology{}, caps, limit, order);
-            detail::home_first fresh(packs, s, topology{}, caps, limit, order);
+            auto first = engine_for(packs, s, eps, per_step);
+            auto fresh = first; // as prepared, before any attempt
             if (first.run(wide)) {
               continue; // no second attempt to compare
             }

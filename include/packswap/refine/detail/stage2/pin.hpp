@@ -166,20 +166,15 @@ class min_add_tree {
   // past n (`none`) take the adds too, which leaves them far above any value.
   void add_suffix(std::size_t a, std::int64_t d) {
     std::size_t x = a + size_;
+    apply(x, d);
     // The new minimum of the chain's node stays in a register on the way up (a node's fix
     // reloading its child's just-stored minimum would make every level wait on the store).
-    std::int64_t below = min_[x] + d;
-    min_[x] = below;
+    std::int64_t below = min_[x];
     while (x > 1) {
-      const std::int64_t take = x % 2 == 0 ? d : 0;
       const std::size_t sibling = x ^ 1;
-      const std::int64_t other = min_[sibling] + take;
-      min_[sibling] = other;
-      if (sibling < size_) {
-        add_[sibling] += take;
-      }
+      apply(sibling, x % 2 == 0 ? d : 0);
       x /= 2;
-      below = std::min(below, other) + add_[x];
+      below = std::min(below, min_[sibling]) + add_[x];
       min_[x] = below;
     }
   }

@@ -16,8 +16,8 @@ namespace packswap::detail::stage2 {
 /// work, so the copy is the very state they would build.
 ///
 /// Keeps every rank's items, their count and the locks: 5 bytes per pack, written in O(n) by
-/// save(); restore() rebuilds the rest of the placement (each pack's rank and slot, the items'
-/// homes and levels, loads, level counts) in one O(n + dp k) pass.
+/// save(); restore() places the items again (`state::place`, which rebuilds each pack's rank and
+/// slot, the items' homes and levels, loads and level counts), O(n + dp).
 class start_snapshot {
  public:
   /// Forgets the kept placement (a new batch).
@@ -35,28 +35,18 @@ class start_snapshot {
     valid_ = true;
   }
 
-  /// Writes the kept placement into `st`, just reset.
+  /// Writes the kept placement into `st`, just reset: every rank's items placed again in their
+  /// order, so each lands in its slot.
   void restore(state& st) const {
-    std::copy(items_.begin(), items_.end(), st.items.begin());
-    std::copy(used_.begin(), used_.end(), st.used.begin());
     std::copy(locked_.begin(), locked_.end(), st.locked.begin());
     for (std::size_t r = 0; r < st.dp; ++r) {
-      std::int64_t load = 0;
-      std::int32_t* cnt = &st.cnt[r * st.k];
-      for (std::size_t i = 0; i < st.used[r]; ++i) {
-        const std::size_t at = r * st.k + i;
-        if (i + state::prefetch_distance < st.used[r]) {
-          prefetch(&st.pk[static_cast<std::size_t>(st.items[at + state::prefetch_distance])]);
+      const std::int32_t* items = &items_[r * st.k];
+      for (std::size_t i = 0; i < used_[r]; ++i) {
+        if (i + state::prefetch_distance < used_[r]) {
+          prefetch(&st.pk[static_cast<std::size_t>(items[i + state::prefetch_distance])]);
         }
-        auto& rec = st.pk[static_cast<std::size_t>(st.items[at])];
-        rec.rank = static_cast<std::int32_t>(r);
-        rec.slot = static_cast<std::int32_t>(i);
-        st.item_home[at] = rec.home;
-        st.item_level[at] = rec.level;
-        load += rec.cost;
-        ++cnt[static_cast<std::size_t>(rec.level)];
+        st.place(static_cast<std::size_t>(items[i]), r);
       }
-      st.load[r] = load;
     }
   }
 

@@ -166,14 +166,17 @@ struct state {
       }
     }
     // Each level's spread (its largest cost less its smallest), and the levels by it, widest
-    // first (ties by level); by_spread lists those whose spread is above 0.
-    level_spread.assign(k, 0);
+    // first (ties by level); the first spread_levels of them have a spread above 0.
+    level_spread = level_quantile(1000);
+    {
+      const auto cheapest = level_quantile(0);
+      for (std::size_t j = 0; j < k; ++j) {
+        level_spread[j] -= cheapest[j];
+      }
+    }
     spread_order.resize(k);
     for (std::size_t j = 0; j < k; ++j) {
       spread_order[j] = j;
-      if (level_end[j] > level_begin[j]) {
-        level_spread[j] = sorted_cost[level_end[j] - 1] - sorted_cost[level_begin[j]];
-      }
     }
     std::sort(spread_order.begin(), spread_order.end(), [&](std::size_t a, std::size_t b) {
       return level_spread[a] > level_spread[b] || (level_spread[a] == level_spread[b] && a < b);
