@@ -24,16 +24,16 @@
 // Karmarkar–Karp B; any B above (1 + eps) B_KK is flagged); moved bytes / Karmarkar–Karp's (the
 // kk-per-step baseline of side_by_side) at each eps; "LB mv", for mbs = 1, a lower bound on
 // moved bytes / Karmarkar–Karp's that every assignment with A = LB_A obeys (see
-// moved_lower_bound); and the batches whose search stopped at the work bound. `--smoke` runs a
-// tiny grid (the ctest smoke run); `--json FILE` also writes one record per batch (every seed
-// and eps) to FILE.
+// tests/support/moved_bound.hpp); and the batches whose search stopped at the work bound. `--smoke`
+// runs a tiny grid (the ctest smoke run); `--json FILE` also writes one record per batch (every
+// seed and eps) to FILE.
 #include "../../examples/common/cli.hpp"
 
-#include <packswap/refine/detail/stage2/pin.hpp>
 #include <packswap/solve.hpp>
 #include <packswap/version.hpp>
 
 #include "baselines.hpp"
+#include "moved_bound.hpp"
 #include "stress.hpp"
 #include "workloads.hpp"
 
@@ -93,55 +93,6 @@ std::string cpu_model() {
     }
   }
   return "unknown CPU";
-}
-
-// A lower bound on the bytes any assignment with A = LB_A moves (mbs = 1): with the micro-step
-// caps c_0, c_dp, c_2dp, ... (the sorted chunks' maxima) and level(p) the last j with cap j >=
-// cost(p), a rank's i-th largest pack must cost at most cap i, so it holds at most j + 1 packs
-// of level <= j, for every j (the constraint stage 2 keeps, and one A = LB_A forces). The own
-// packs a rank can keep under it form a laminar matroid: taken greedily by bytes, they are the
-// most it can keep, whatever the other ranks do. O(n log n).
-std::int64_t moved_lower_bound(const std::vector<pack_meta>& packs, const shape& s) {
-  const auto n = packs.size();
-  const auto dp = static_cast<std::size_t>(s.dp);
-  const auto k = static_cast<std::size_t>(s.ga);
-  std::vector<std::int64_t> sorted(n);
-  for (std::size_t p = 0; p < n; ++p) {
-    sorted[p] = packs[p].cost;
-  }
-  std::sort(sorted.begin(), sorted.end(), std::greater<>());
-  std::vector<std::int64_t> caps(k);
-  for (std::size_t j = 0; j < k; ++j) {
-    caps[j] = sorted[j * dp];
-  }
-  // Own packs of each rank, bytes descending.
-  std::vector<std::vector<std::size_t>> own(dp);
-  for (std::size_t p = 0; p < n; ++p) {
-    own[static_cast<std::size_t>(packs[p].source_rank)].push_back(p);
-  }
-  std::int64_t moved = 0;
-  std::vector<std::int64_t> room(k);
-  packswap::detail::stage2::min_add_tree tree;
-  for (auto& mine : own) {
-    std::stable_sort(mine.begin(), mine.end(),
-                     [&](std::size_t a, std::size_t b) { return packs[a].bytes > packs[b].bytes; });
-    for (std::size_t j = 0; j < k; ++j) {
-      room[j] = static_cast<std::int64_t>(j) + 1; // j + 1 - (kept packs of level <= j)
-    }
-    tree.assign(room.data(), k);
-    for (const auto p : mine) {
-      // The last j with caps[j] >= cost (caps are non-increasing).
-      const auto level = static_cast<std::size_t>(
-          std::upper_bound(caps.begin(), caps.end(), packs[p].cost, std::greater<>()) -
-          caps.begin() - 1);
-      if (tree.min(level, k) >= 1) {
-        tree.add(level, k, -1);
-      } else {
-        moved += packs[p].bytes;
-      }
-    }
-  }
-  return moved;
 }
 
 struct record {
@@ -350,8 +301,10 @@ int run(int argc, char** argv) {
           const auto kk_bytes =
               static_cast<double>(packswap::measure_movement(packs, kk, s).moved_bytes);
           const double lb_kk =
-              s.mbs == 1 ? bytes_ratio(static_cast<double>(moved_lower_bound(packs, s)), kk_bytes)
-                         : -1;
+              s.mbs == 1
+                  ? bytes_ratio(static_cast<double>(packswap::test::moved_lower_bound(packs, s)),
+                                kk_bytes)
+                  : -1;
           const auto old_lb = static_cast<double>(former_lb_a(packs, s));
           for (const double e : eps_list) {
             packswap::solve_options so;

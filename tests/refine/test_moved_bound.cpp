@@ -1,0 +1,163 @@
+// The moved-bytes lower bound of the stress benchmark (tests/support/moved_bound.hpp) against
+// exhaustive search over every assignment of small batches.
+#include <packswap/detail/prng.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "moved_bound.hpp"
+#include "stress.hpp"
+
+using namespace packswap;
+
+namespace {
+
+// The fewest bytes moved by an assignment that holds ga packs on every rank and puts every
+// rank's i-th largest pack at or below cap i (the sorted chunks' maxima), that is, one with A =
+// LB_A; by trying every assignment. -1 if none (there always is one: the sorted deal).
+std::int64_t fewest_moved(const std::vector<pack_meta>& packs, const shape& s) {
+  const auto n = packs.size();
+  const auto dp = static_cast<std::size_t>(s.dp);
+  const auto k = static_cast<std::size_t>(s.ga);
+  const auto caps = test::chunk_caps(packs, s);
+  std::vector<std::vector<std::int64_t>> held(dp);
+  std::int64_t best = -1;
+  std::int64_t moved = 0;
+  std::function<void(std::size_t)> deal = [&](std::size_t p) {
+    if (p == n) {
+      for (auto costs : held) {
+        std::sort(costs.begin(), costs.end(), std::greater<>());
+        for (std::size_t i = 0; i < k; ++i) {
+          if (costs[i] > caps[i]) {
+            return;
+          }
+        }
+      }
+      best = best < 0 ? moved : std::min(best, moved);
+      return;
+    }
+    for (std::size_t r = 0; r < dp; ++r) {
+      if (held[r].size() == k) {
+        continue;
+      }
+      const std::int64_t away =
+          static_cast<std::size_t>(packs[p].source_rank) == r ? 0 : packs[p].bytes;
+      held[r].push_back(packs[p].cost);
+      moved += away;
+      deal(p + 1);
+      moved -= away;
+      held[r].pop_back();
+    }
+  };
+  deal(0);
+  return best;
+}
+
+// A batch of dp x ga packs, ga from each rank, costs and bytes drawn from `values` values each
+// (few values: many ties, and zeros).
+std::vector<pack_meta> small_batch(prng& rng, const shape& s, std::uint64_t values) {
+  std::vector<pack_meta> packs;
+  for (std::int32_t r = 0; r < s.dp; ++r) {
+    for (std::int32_t i = 0; i < s.ga; ++i) {
+      pack_meta m;
+      m.cost = static_cast<std::int64_t>(rng.below(values)) * 10;
+      m.bytes = 1 + static_cast<std::int64_t>(rng.below(values));
+      m.source_rank = r;
+      packs.push_back(m);
+    }
+  }
+  return packs;
+}
+
+} // namespace
+
+TEST_CASE("the moved-bytes lower bound never exceeds the fewest bytes any assignment moves") {
+  prng rng(31);
+  int strictly_below = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const shape s{1 + static_cast<std::int32_t>(rng.below(4)),
+                  1 + static_cast<std::int32_t>(rng.below(3)), 1};
+    if (s.dp * s.ga > 9) {
+      continue;
+    }
+    const auto packs = small_batch(rng, s, 2 + rng.below(6));
+    const std::int64_t bound = test::moved_lower_bound(packs, s);
+    const std::int64_t fewest = fewest_moved(packs, s);
+    INFO("dp ", s.dp, " ga ", s.ga, " trial ", trial);
+    REQUIRE(fewest >= 0);
+    CHECK(bound >= 0);
+    CHECK(bound <= fewest);
+    strictly_below += bound < fewest ? 1 : 0;
+  }
+  // Ties leave slack the bound spends rank by rank: it is not exact in general.
+  CHECK(strictly_below > 0);
+}
+
+TEST_CASE("with two ranks and distinct costs the moved-bytes lower bound is exact") {
+  // No slack: each rank holds one pack of every level, so a level whose two packs share a home
+  // moves the smaller. The stress set's batches at dp 2, and small random ones.
+  prng rng(32);
+  for (int trial = 0; trial < 200; ++trial) {
+    const shape s{2, 1 + static_cast<std::int32_t>(rng.below(5)), 1};
+    auto packs = small_batch(rng, s, 1000);
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      packs[p].cost = packs[p].cost * 16 + static_cast<std::int64_t>(p); // distinct
+    }
+    INFO("ga ", s.ga, " trial ", trial);
+    CHECK(test::moved_lower_bound(packs, s) == fewest_moved(packs, s));
+  }
+  for (const auto d : {test::stress::dist::lognormal, test::stress::dist::bimodal,
+                       test::stress::dist::near_equal, test::stress::dist::bytes_near}) {
+    const shape s{2, 5, 1};
+    const auto packs = test::stress::batch(s, d, 7);
+    INFO(test::stress::name(d));
+    CHECK(test::moved_lower_bound(packs, s) <= fewest_moved(packs, s));
+  }
+}
+
+namespace {
+std::vector<pack_meta> listed(const std::vector<std::int64_t>& costs,
+                              const std::vector<std::int32_t>& homes) {
+  std::vector<pack_meta> packs(costs.size());
+  for (std::size_t p = 0; p < costs.size(); ++p) {
+    packs[p].cost = costs[p];
+    packs[p].bytes = 1;
+    packs[p].source_rank = homes[p];
+  }
+  return packs;
+}
+} // namespace
+
+TEST_CASE("the moved-bytes lower bound counts the packs a rank must take in") {
+  SUBCASE("no slack: one pack of every level on every rank") {
+    // Rank 1 holds both packs of level 0 and rank 0 both of level 1. Each rank's own packs
+    // alone fit its prefixes (rank 0 could keep both of its packs), but every rank holds one
+    // pack of each level, so one pack of each level moves: 2, not 1.
+    const shape s{2, 2, 1};
+    const auto packs = listed({10, 9, 5, 4}, {1, 1, 0, 0});
+    CHECK(fewest_moved(packs, s) == 2);
+    CHECK(test::moved_lower_bound(packs, s) == 2);
+  }
+  SUBCASE("the slack of a level is shared by all ranks") {
+    // Two packs of level 0 (cost 10, both rank 2's) and four of level 1 (cost 5, two each on
+    // ranks 0 and 1): one slot 0 is left for a level-1 pack, so only one rank may keep both of
+    // its level-1 packs. Each rank on its own could: 2, not 1.
+    const shape s{3, 2, 1};
+    const auto packs = listed({10, 10, 5, 5, 5, 5}, {2, 2, 0, 0, 1, 1});
+    CHECK(fewest_moved(packs, s) == 2);
+    CHECK(test::moved_lower_bound(packs, s) == 2);
+  }
+  SUBCASE("a rank's prefixes bound it across levels") {
+    // Rank 1's four packs all of level 2, where the slack of the levels below would let it keep
+    // them all; but a rank holds three packs: 1, not 0.
+    const shape s{2, 3, 1};
+    const auto packs = listed({10, 10, 10, 10, 20, 10}, {1, 1, 1, 0, 0, 1});
+    CHECK(fewest_moved(packs, s) == 1);
+    CHECK(test::moved_lower_bound(packs, s) == 1);
+  }
+}
