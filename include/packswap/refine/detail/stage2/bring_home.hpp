@@ -169,8 +169,9 @@ class bring_home_phase {
             const std::int32_t* t_items = &st.items[t * st.k];
             const std::int32_t* t_homes = &st.item_home[t * st.k];
             const std::int32_t* t_levels = &st.item_level[t * st.k];
-            st.work += static_cast<std::int64_t>(st.used[t] / 16 + 1);
-            for (std::size_t i = 0; i < st.used[t]; ++i) {
+            const std::size_t t_used = st.used[t];
+            st.work += static_cast<std::int64_t>(t_used / 16 + 1);
+            for (std::size_t i = 0; i < t_used; ++i) {
               const auto hq = static_cast<std::size_t>(t_homes[i]);
               const std::int32_t q_level = t_levels[i];
               if (hq != t && q_level >= lowest && static_cast<std::size_t>(q_level) <= highest) {
@@ -263,19 +264,23 @@ class bring_home_phase {
     if (st.k <= scan_items_up_to) {
       // Few levels: t's items in sequence, each u of a level whose spread reaches the range
       // paired with r's away-from-home pack of its level (`movable_`, indexed once per p).
+      // Read once: `consider` writes through references the compiler cannot tell apart.
       const std::int32_t* t_items = &st.items[t * st.k];
       const std::int32_t* t_homes = &st.item_home[t * st.k];
       const std::int32_t* t_levels = &st.item_level[t * st.k];
-      st.work += static_cast<std::int64_t>(st.used[t] / 16 + 1);
+      const std::size_t t_used = st.used[t];
+      const std::int64_t* spread = st.level_spread.data();
+      st.work += static_cast<std::int64_t>(t_used / 16 + 1);
       if (movable_for_ != p) {
         index_movable(st, r, p);
         movable_for_ = p;
       }
-      for (std::size_t a = 0; a < st.used[t]; ++a) {
+      const std::int32_t* movable = movable_.data();
+      for (std::size_t a = 0; a < t_used; ++a) {
         const auto l = static_cast<std::size_t>(t_levels[a]);
         const auto u = static_cast<std::size_t>(t_items[a]);
-        if (u == q || static_cast<std::size_t>(t_homes[a]) == t || st.level_spread[l] < need ||
-            movable_[l] < 0) {
+        if (u == q || static_cast<std::size_t>(t_homes[a]) == t || spread[l] < need ||
+            movable[l] < 0) {
           continue;
         }
         if (pairs_left_ <= 0) {
@@ -283,7 +288,7 @@ class bring_home_phase {
         }
         --pairs_left_;
         ++st.work;
-        const auto v = static_cast<std::size_t>(movable_[l]);
+        const auto v = static_cast<std::size_t>(movable[l]);
         const std::int64_t e = st.pk[u].cost - st.pk[v].cost;
         if (e >= e_lo && e <= e_hi) {
           consider(move{q, u, v, delta + st.swap_delta(u, t, v, r)});
@@ -335,11 +340,14 @@ class bring_home_phase {
   // read from the item arrays, no pack record. O(k).
   void index_movable(const state& st, std::size_t r, std::size_t skip) {
     movable_.assign(st.k, -1);
-    for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const auto v = static_cast<std::size_t>(st.items[r * st.k + i]);
-      if (v != skip && static_cast<std::size_t>(st.item_home[r * st.k + i]) != r) {
-        movable_[static_cast<std::size_t>(st.item_level[r * st.k + i])] =
-            static_cast<std::int64_t>(v);
+    std::int32_t* movable = movable_.data();
+    const std::int32_t* items = &st.items[r * st.k];
+    const std::int32_t* homes = &st.item_home[r * st.k];
+    const std::int32_t* levels = &st.item_level[r * st.k];
+    const std::size_t used = st.used[r];
+    for (std::size_t i = 0; i < used; ++i) {
+      if (static_cast<std::size_t>(items[i]) != skip && static_cast<std::size_t>(homes[i]) != r) {
+        movable[static_cast<std::size_t>(levels[i])] = items[i];
       }
     }
   }
@@ -350,7 +358,7 @@ class bring_home_phase {
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
-  std::vector<std::int64_t> movable_; // see index_movable()
+  std::vector<std::int32_t> movable_; // see index_movable()
   std::size_t movable_for_ = 0;       // the pack movable_ was indexed for
   std::int32_t pairs_left_ = 0;       // compensating pairs the visit may still weigh
   std::vector<std::int32_t> away_;    // see list_away
