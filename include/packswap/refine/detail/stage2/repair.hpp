@@ -139,7 +139,7 @@ class repair_phase {
   // attempt started with: with many ranks to repair it mostly slows as the ranks left get
   // harder, while a few ranks may take many small steps before a large one. With many levels
   // (bold_from_levels) a step reads O(m k) and an attempt may take only tens of them, so in
-  // batches of judged_early_from packs or more the pace is judged from the 8th step, and also
+  // batches of judged_early_from packs or more the pace is judged from the 4th step, and also
   // over the recent work alone (`recent_`), at that pace without the factor two: such repairs
   // typically shed most of the excess in their first steps and then stall. With fewer levels,
   // in batches that large, the recent pace is judged too, from the usual step, with the factor
@@ -664,7 +664,7 @@ class repair_phase {
   std::int64_t load_steps_ = 0;   // and its steps on load excess
   static constexpr std::int64_t judged_after_part = 16;
   static constexpr std::int64_t judged_after_steps = 256;
-  static constexpr std::int64_t judged_early_after_steps = 8;
+  static constexpr std::int64_t judged_early_after_steps = 4;
   static constexpr std::size_t judged_early_from = 16384; // packs
   // The recent pace (see hopeless()): the total excess sampled once per 1/32 of the allowance of
   // work, judged from the oldest of the last `samples` samples to now, the last 3/32 to 4/32 of
