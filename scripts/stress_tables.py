@@ -93,8 +93,9 @@ def large_table(records, packs):
         return []
     gas = sorted({r["ga"] for r in rows})
     head = " | ".join(f"ga {g}" for g in gas)
-    lines = [f"| distribution | {head} | bound hit | worst moved / KK at eps 0 / 0.01 |",
-             "| --- | " + " | ".join("---:" for _ in gas) + " | --- | --- |"]
+    lines = [f"| distribution | {head} | bound hit | worst moved / KK at eps 0 / 0.01 "
+             "| lower bound there |",
+             "| --- | " + " | ".join("---:" for _ in gas) + " | --- | --- | ---: |"]
     for dist, rs in by_dist(rows).items():
         times = []
         for g in gas:
@@ -102,8 +103,8 @@ def large_table(records, packs):
             times.append(fmt_ms(max(at)) if at else "")
         hit = sum(1 for r in rs if r["bound_hit"])
         m0, m1 = moved_at(rs, 0.0), moved_at(rs, 0.01)
-        moved = (f"{m0['moved_bytes_vs_kk']:.3f} / {m1['moved_bytes_vs_kk']:.3f}"
-                 if m0 and m1 else "")
+        moved = (f"{m0['moved_bytes_vs_kk']:.3f} / {m1['moved_bytes_vs_kk']:.3f} "
+                 f"| {m0['moved_lower_bound_vs_kk']:.3f}" if m0 and m1 else " |")
         lines.append(f"| {dist} | " + " | ".join(times) + f" | {hit} of {len(rs)} | {moved} |")
     return lines
 
@@ -134,8 +135,9 @@ def shapes_table(records):
     if not rows:
         return []
     lines = ["| distribution | shape | batches | worst ms | x ref | bound hit "
-             "| moved / KK at eps 0: mean / worst | at eps 0.01: mean / worst |",
-             "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+             "| moved / KK at eps 0: mean / worst | at eps 0.01: mean / worst "
+             "| lower bound: mean / worst |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |"]
     for (dist, dp, ga, mbs), rs in cells(rows).items():
         slow = worst(rs, "ms")
         hit = sum(1 for r in rs if r["bound_hit"])
@@ -143,8 +145,11 @@ def shapes_table(records):
         for eps in (0.0, 0.01):
             at = [r["moved_bytes_vs_kk"] for r in rs if abs(r["eps"] - eps) < 1e-12]
             moved.append(f"{sum(at) / len(at):.3f} / {max(at):.3f}" if at else "")
+        # The bound depends on the batch only: one value per seed.
+        lb = [r["moved_lower_bound_vs_kk"] for r in rs if abs(r["eps"] - rs[0]["eps"]) < 1e-12]
         lines.append(f"| {dist} | {shape_name(slow)} | {len(rs)} | {fmt_ms(slow['ms'])} "
-                     f"| {slow['x_ref']:.1f} | {hit} | {moved[0]} | {moved[1]} |")
+                     f"| {slow['x_ref']:.1f} | {hit} | {moved[0]} | {moved[1]} "
+                     f"| {sum(lb) / len(lb):.3f} / {max(lb):.3f} |")
     return lines
 
 
@@ -168,8 +173,14 @@ def tallies(records, packs):
     for eps, target in MOVED_TARGET.items():
         at = [r for r in mbs1 if abs(r["eps"] - eps) < 1e-12]
         ok = sum(1 for r in at if r["moved_bytes_vs_kk"] <= target)
+        # Batches where no assignment with A = LB_A meets the target (the lower bound is above
+        # it), and those within 0.05 of Karmarkar-Karp's bytes of the lower bound.
+        beyond = sum(1 for r in at if r["moved_lower_bound_vs_kk"] > target)
+        near = sum(1 for r in at
+                   if r["moved_bytes_vs_kk"] <= r["moved_lower_bound_vs_kk"] + 0.05)
         lines.append(f"- Moved bytes <= {target} of Karmarkar-Karp's at eps = {eps:g}: {ok:,} of "
-                     f"{len(at):,} batches.")
+                     f"{len(at):,} batches; out of reach (the lower bound above it) in "
+                     f"{beyond:,}; within 0.05 of the lower bound in {near:,}.")
     hit = sum(1 for r in mbs1 if r["bound_hit"])
     lines.append(f"- The work bound ended the search in {hit:,} of {len(mbs1):,} batches.")
     # The work of stage 2 where the bound did not end it (the search's answer, or a fallback after
