@@ -337,7 +337,7 @@ TEST_CASE("a repair that cannot end within the work bound gives up early, keepin
 TEST_CASE("with many levels, a repair that stalls gives up long before the work bound") {
   // Log-normal costs at eps = 0 on 16 ranks of 1,024 levels: each repair step reads tens of
   // thousands of units, the repair sheds most of the excess in its first steps and then stalls.
-  // The pace, judged from the 8th step and over the recent work (repair_phase::hopeless), ends
+  // The pace, judged from the 4th step and over the recent work (repair_phase::hopeless), ends
   // the search well before its bound (judged as with few levels, it spends all of it, 1.25 M
   // units with the fallback's): the work reported, the fallback's included, stays under two
   // thirds of the search's bound alone, and the answer is the fallback's, keeping A and B.
@@ -348,6 +348,35 @@ TEST_CASE("with many levels, a repair that stalls gives up long before the work 
     INFO("seed=" << seed << " work=" << sol.stage2_work);
     CHECK(sol.stage2_bounded);
     CHECK(3 * sol.stage2_work < 2 * search_bound);
+  }
+}
+
+TEST_CASE("a search that trades a giant pack away is weighed against the fallback") {
+  // Pareto costs with three giant packs (each about a tenth of the batch's bytes) at eps = 0: the
+  // search succeeds, but one repair step trades each giant away (the partial fix that sheds the
+  // most excess). The renaming keeps the giants home, so the fallback (stage 1 renamed, then
+  // brought home within its allowance, as refine_sorted runs it) moves under half the search's
+  // bytes, and the answer must move no more than it.
+  const shape s{1024, 16, 1};
+  for (int seed = 1; seed <= 2; ++seed) {
+    const auto packs =
+        test::stress::batch(s, test::stress::dist::pareto, static_cast<std::uint64_t>(seed));
+    const auto sol = solve_stress_eps0(s, test::stress::dist::pareto, seed);
+    std::vector<std::int64_t> costs(packs.size());
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      costs[p] = packs[p].cost;
+    }
+    auto engine = engine_for(packs, s, 0, false);
+    REQUIRE(engine.run(detail::home_first::tuning{}));
+    const std::int64_t searched = engine.weighted_moved();
+    const auto renamed = detail::relabel_valid(packs, s, balance(costs, s), topology{});
+    engine.limit_work(detail::fallback_work_per_pack * s.packs() + detail::fallback_work_constant);
+    engine.settle(renamed, 2);
+    const std::int64_t fallback = engine.weighted_moved();
+    INFO("seed=" << seed << " search " << searched << " fallback " << fallback);
+    CHECK(2 * fallback < searched);
+    CHECK(sol.movement.moved_bytes <= fallback);
+    CHECK_FALSE(sol.stage2_bounded);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "packswap/refine/detail/stage2/state.hpp"
 #include "packswap/refine/topology.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -155,12 +156,22 @@ class home_first {
   }
 
   /// Weighted bytes the current state moves.
-  std::int64_t weighted_moved() const {
-    std::int64_t sum = 0;
+  std::int64_t weighted_moved() const { return movement().weighted; }
+
+  /// What the current state moves: the weighted bytes, and the largest pack (in bytes) away from
+  /// its home rank. One pass over the packs.
+  struct moved_summary {
+    std::int64_t weighted = 0;
+    std::int64_t largest_away = 0;
+  };
+  moved_summary movement() const {
+    moved_summary m;
     for (std::size_t p = 0; p < st_.n; ++p) {
-      sum += st_.away(p, static_cast<std::size_t>(st_.pk[p].rank));
+      const auto& k = st_.pk[p];
+      m.weighted += st_.away(p, static_cast<std::size_t>(k.rank));
+      m.largest_away = std::max(m.largest_away, k.rank != k.home ? k.bytes : 0);
     }
-    return sum;
+    return m;
   }
 
  private:
