@@ -351,12 +351,13 @@ TEST_CASE("with many levels, a repair that stalls gives up long before the work 
   }
 }
 
-TEST_CASE("a search that trades a giant pack away is weighed against the fallback") {
+TEST_CASE("a search that moves a giant pack away is weighed against the fallback") {
   // Pareto costs with three giant packs (each about a tenth of the batch's bytes) at eps = 0: the
-  // search succeeds, but one repair step trades each giant away (the partial fix that sheds the
-  // most excess). The renaming keeps the giants home, so the fallback (stage 1 renamed, then
-  // brought home within its allowance, as refine_sorted runs it) moves under half the search's
-  // bytes, and the answer must move no more than it.
+  // search succeeds, but the pin gives up every giant (with it, its rank could not be completed
+  // with the band's cheap packs of its other levels) and the fill deals them to other ranks. The
+  // renaming keeps the giants home, so the fallback (stage 1 renamed, then brought home within
+  // its allowance, as refine_sorted runs it) moves under half the search's bytes, and the answer
+  // must move no more than it.
   const shape s{1024, 16, 1};
   for (int seed = 1; seed <= 2; ++seed) {
     const auto packs =

@@ -183,12 +183,14 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
       const auto searched = engine.movement();
       if (searched.weighted < stage1_bytes) {
         ws.bounded = engine.out_of_work();
-        // A pack holding more than 1/64 of the batch's bytes moved. The search may trade such a
-        // pack away to shed a rank's load (a partial fix is taken by its gain), while the
-        // renaming gives the column of stage 1 that holds it to its home rank (its bytes
-        // outweigh the rest of the column): the fallback is computed too and the one moving
-        // fewer weighted bytes kept (on the stress set, Pareto costs with three giant packs:
-        // 0.53 of Karmarkar-Karp's bytes against 0.24). O(n) to tell, on every success.
+        // A pack holding more than 1/64 of the batch's bytes moved. The pin gives up such a pack
+        // when its rank could not then be completed within the limit with the band's cheap
+        // packs of its other levels (a giant leaves room for only the very cheapest), and the
+        // fill deals it elsewhere (rarely, a repair step trades it away), while the renaming
+        // gives the column of stage 1 that holds it to its home rank (its bytes outweigh the
+        // rest of the column): the fallback is computed too and the one moving fewer weighted
+        // bytes kept (on the stress set, Pareto costs with three giant packs: 0.53 of
+        // Karmarkar-Karp's bytes against 0.24). O(n) to tell, on every success.
         if (searched.largest_away > stage1.all / heavy_share) {
           engine.cells(ws.searched, ws.used);
           fallback();
