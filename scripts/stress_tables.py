@@ -8,7 +8,8 @@ Reads one record per solved batch (every seed and eps) and prints, as Markdown: 
 distribution, the worst cell at the main pack count (time, its ratio to the reference batch
 solved in the same run, cells over 3x the reference and over 15 ms, batches stopped by the work
 bound, moved bytes against Karmarkar-Karp's); the large batches by ga; the cells of several packs
-against the lower bound on A; and the targets' tallies. Every figure is a worst case over seeds
+against the lower bound on A; per eps, the batches over each time target and the slowest; and
+the targets' tallies. Every figure is a worst case over seeds
 and eps, never a median.
 """
 
@@ -19,6 +20,8 @@ from collections import defaultdict
 TIME_RATIO_TARGET = 3.0
 TIME_MS_TARGET = 15.0
 MOVED_TARGET = {0.0: 0.5, 0.01: 0.40}
+# Time targets of the large pack counts, in ms.
+LARGE_MS_TARGET = {262144: 100.0, 1048576: 500.0}
 
 
 def shape_name(r):
@@ -106,6 +109,49 @@ def large_table(records, packs):
         moved = (f"{m0['moved_bytes_vs_kk']:.3f} / {m1['moved_bytes_vs_kk']:.3f} "
                  f"| {m0['moved_lower_bound_vs_kk']:.3f}" if m0 and m1 else " |")
         lines.append(f"| {dist} | " + " | ".join(times) + f" | {hit} of {len(rs)} | {moved} |")
+    return lines
+
+
+def eps_table(records, packs):
+    """Per eps, the batches (not cells: a cell holds every eps) over each time target, and the
+    slowest, at every pack count of the grid."""
+    rows = [r for r in records if r["mbs"] == 1 and r["section"].endswith(" packs")]
+    if not rows:
+        return []
+    counts = sorted({int(r["section"].split()[0]) for r in rows})
+    head, align = ["eps"], ["---:"]
+    for n in counts:
+        if n == packs:
+            head.append(f"{n:,} packs: over 3x ref / over 15 ms")
+        elif n in LARGE_MS_TARGET:
+            head.append(f"{n:,} packs: over {fmt_ms(LARGE_MS_TARGET[n])} ms")
+        else:
+            continue
+        head.append("slowest")
+        align += ["---:", "---"]
+    head.append("bound hit")
+    align.append("---:")
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    for eps in sorted({r["eps"] for r in rows}):
+        at_eps = [r for r in rows if r["eps"] == eps]
+        line = [f"{eps:g}"]
+        for n in counts:
+            rs = [r for r in at_eps if r["section"] == f"{n} packs"]
+            if n == packs:
+                over_ratio = sum(1 for r in rs if r["x_ref"] > TIME_RATIO_TARGET)
+                over_ms = sum(1 for r in rs if r["ms"] > TIME_MS_TARGET)
+                line.append(f"{over_ratio} / {over_ms} of {len(rs)}")
+            elif n in LARGE_MS_TARGET:
+                over = sum(1 for r in rs if r["ms"] > LARGE_MS_TARGET[n])
+                line.append(f"{over} of {len(rs)}")
+            else:
+                continue
+            slow = worst(rs, "ms")
+            ratio = f", {slow['x_ref']:.1f}x" if n == packs else ""
+            line.append(f"{fmt_ms(slow['ms'])} ms{ratio} ({slow['dist']} {shape_name(slow)})")
+        hit = sum(1 for r in at_eps if r["bound_hit"])
+        line.append(f"{hit} of {len(at_eps)}")
+        lines.append("| " + " | ".join(line) + " |")
     return lines
 
 
@@ -216,6 +262,10 @@ def main():
         if n != packs_main:
             print(f"### {n:,} packs\n")
             print("\n".join(large_table(records, n)) + "\n")
+    by_eps = eps_table(records, packs_main)
+    if by_eps:
+        print("### By eps\n")
+        print("\n".join(by_eps) + "\n")
     own = shapes_table(records)
     if own:
         print("### Shapes\n")
