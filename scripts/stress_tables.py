@@ -252,7 +252,8 @@ def main():
     sections = sorted({r["section"] for r in records})
     packs_main = min((int(s.split()[0]) for s in sections if s.endswith(" packs")),
                      default=0)
-    print(f"{data.get('cpu', '')}: reference batch {data['reference_ms']:.2f} ms (median)\n")
+    kept = "; one solver kept across calls" if data.get("solver") == "kept" else ""
+    print(f"{data.get('cpu', '')}: reference batch {data['reference_ms']:.2f} ms (median){kept}\n")
     if packs_main:
         lines = main_table(records, packs_main)
         print(f"### {packs_main:,} packs\n")

@@ -5,7 +5,7 @@
 //   packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024] [--small-dp 1,2,4,8]
 //       [--large 262144,1048576|none] [--mbs 2,4|none] [--shapes DPxGA[xMBS],...]
 //       [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3] [--first-seed 1] [--repeat 3]
-//       [--json FILE] [--smoke]
+//       [--json FILE] [--kept] [--smoke]
 //
 // Sections: (1) `--packs` packs as dp x ga for every ga of `--ga`, and dp x 1,024 for every dp
 // of `--small-dp`; (2) each pack count of `--large` at ga 16, 64 and 256 (ga 16 alone above
@@ -17,7 +17,10 @@
 // `--repeat` times through `packswap::solve` as the CLI calls it (every rank's plan, peers
 // counted), single-threaded; its time is the median. The reference is the benchmark's batch
 // (vlm-pretrain, dp 1,024 x ga 16, seed 42, as bench/balance/solve.cpp), solved between the
-// cells of the same run: its median over the run divides every time ("x ref").
+// cells of the same run: its median over the run divides every time ("x ref"). `--kept` times
+// every solve, the reference's too, through one `packswap::solver` kept across calls instead, as
+// the engine and the Python `Solver` run it: its working memory is reused, so the page faults of
+// fresh memory are not counted (the batches' first solve grows it; the median is of warm ones).
 //
 // Columns: worst solve ms, x ref; A / LB_A; for mbs > 1, A over the former bound max(sum of the
 // sorted chunks' maxima, ceil(total / dp)); B / B_KK at eps = 0 (B_KK: stage 1's
@@ -111,12 +114,23 @@ struct record {
   std::int64_t work;  // stage 2's work count (solution::stage2_work)
 };
 
-double timed_solve(const std::vector<pack_meta>& packs, const shape& s,
-                   const packswap::solve_options& opt, packswap::solution& out) {
-  const auto t0 = std::chrono::steady_clock::now();
-  out = packswap::solve(packs, s, opt);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+// One solve, timed: through `packswap::solve` (fresh working memory, as the CLI), or through a
+// kept `solver` (`--kept`, as the engine).
+struct solve_timer {
+  bool kept = false;
+  packswap::solver solver;
+
+  double operator()(const std::vector<pack_meta>& packs, const shape& s,
+                    const packswap::solve_options& opt, packswap::solution& out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (kept) {
+      solver.solve(packs, s, opt, out);
+    } else {
+      out = packswap::solve(packs, s, opt);
+    }
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
 
 double ratio(double x, double of) {
   return of == 0 ? (x == 0 ? 1.0 : 0.0) : x / of;
@@ -152,7 +166,7 @@ constexpr const char* usage =
     "usage: packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024]\n"
     "    [--small-dp 1,2,4,8] [--large 262144,1048576|none] [--mbs 2,4|none]\n"
     "    [--shapes DPxGA[xMBS],...] [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3]\n"
-    "    [--first-seed 1] [--repeat 3] [--json FILE] [--smoke]\n";
+    "    [--first-seed 1] [--repeat 3] [--json FILE] [--kept] [--smoke]\n";
 
 struct section {
   std::string name;
@@ -245,7 +259,7 @@ int run(int argc, char** argv) {
   const packswap::cli::options opt(argc, argv,
                                    {"packs", "ga", "small-dp", "large", "mbs", "shapes", "dists",
                                     "eps", "seeds", "first-seed", "repeat", "json"},
-                                   {"smoke", "help"});
+                                   {"smoke", "kept", "help"});
   if (opt.flag("help")) {
     std::cout << usage;
     return 0;
@@ -281,6 +295,8 @@ int run(int argc, char** argv) {
   const auto ref_batch = packswap::bench::preset_batch("vlm-pretrain", ref_shape, 42);
   std::vector<double> ref_ms;
   packswap::solution sol;
+  solve_timer timed_solve;
+  timed_solve.kept = opt.flag("kept");
   const auto reference = [&](int times) {
     for (int i = 0; i < times; ++i) {
       ref_ms.push_back(timed_solve(ref_batch, ref_shape, {}, sol));
@@ -338,7 +354,9 @@ int run(int argc, char** argv) {
   if (!json.empty()) {
     std::ofstream out(json);
     out << "{\"cpu\": " << packswap::cli::quote(cpu_model())
-        << ", \"reference_ms\": " << packswap::cli::number(ref) << ", \"batches\": [";
+        << ", \"reference_ms\": " << packswap::cli::number(ref)
+        << ", \"solver\": " << packswap::cli::quote(timed_solve.kept ? "kept" : "fresh")
+        << ", \"batches\": [";
     for (std::size_t i = 0; i < records.size(); ++i) {
       const auto& r = records[i];
       out << (i == 0 ? "\n  " : ",\n  ") << "{\"section\": " << packswap::cli::quote(r.section)
@@ -363,9 +381,9 @@ int run(int argc, char** argv) {
               packswap::version_string, cpu_model().c_str());
   std::printf("reference: vlm-pretrain dp %d x ga %d, median %.3f ms over %zu solves in this run\n",
               ref_shape.dp, ref_shape.ga, ref, ref_ms.size());
-  std::printf("worst over %lld seeds (from %lld) and eps {%s}; repeat %d (median)\n",
+  std::printf("worst over %lld seeds (from %lld) and eps {%s}; repeat %d (median)%s\n",
               static_cast<long long>(seeds), static_cast<long long>(first_seed), eps_text.c_str(),
-              repeat);
+              repeat, timed_solve.kept ? "; one solver kept across calls" : "");
   struct worst {
     double ms = 0, a = 0, a_old = 0, b = 0, limit = 0, lb = -1;
     std::vector<double> moved;
