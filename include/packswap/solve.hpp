@@ -60,6 +60,8 @@ struct solve_workspace {
   order_scratch sort;
   balance_scratch balance;
   refine_scratch refine;
+  plan_scratch plan;
+  movement_scratch movement;
 };
 
 // solve() into `out`, with working memory from `ws`; validates its inputs. `transient`: `ws`
@@ -123,13 +125,16 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
     }
   }
   order_steps(packs, s, a, ws.recv, ws.table);
-  out.plan = opt.plan_rank < 0 ? build_plan(packs, s, a, 0, s.dp)
-                               : build_plan(packs, s, a, opt.plan_rank, opt.plan_rank + 1);
+  if (opt.plan_rank < 0) {
+    build_plan_into(packs, s, a, 0, s.dp, ws.plan, out.plan);
+  } else {
+    build_plan_into(packs, s, a, opt.plan_rank, opt.plan_rank + 1, ws.plan, out.plan);
+  }
   profile_loads(costs, a, s, ws.loads, ws.table);
   out.balance.a = ws.loads.a();
   out.balance.b = ws.loads.b();
   lower_bounds(costs, order, s, out.balance);
-  out.movement = movement_of(packs, a, s.dp, opt.topology, opt.count_peers);
+  out.movement = movement_of(packs, a, s.dp, opt.topology, opt.count_peers, ws.movement);
 }
 
 } // namespace detail

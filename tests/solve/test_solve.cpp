@@ -5,6 +5,7 @@
 
 #include "batches.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -153,6 +154,21 @@ void check_same(const solution& got, const solution& want) {
   CHECK(got.movement.moved_bytes == want.movement.moved_bytes);
   CHECK(got.movement.weighted_bytes == want.movement.weighted_bytes);
   CHECK(got.movement.max_peers == want.movement.max_peers);
+  CHECK(got.movement.mean_peers == want.movement.mean_peers);
+  // The lists cell by cell too (the digest reads their contents, not where each cell's begin).
+  REQUIRE(got.plan.first_rank() == want.plan.first_rank());
+  REQUIRE(got.plan.last_rank() == want.plan.last_rank());
+  const auto same = [](auto x, auto y) {
+    return std::equal(x.begin(), x.end(), y.begin(), y.end());
+  };
+  for (auto r = want.plan.first_rank(); r < want.plan.last_rank(); ++r) {
+    for (std::int32_t m = 0; m < want.plan.batch_shape().ga; ++m) {
+      CHECK(same(got.plan.compute(r, m), want.plan.compute(r, m)));
+      CHECK(same(got.plan.keep(r, m), want.plan.keep(r, m)));
+      CHECK(same(got.plan.sends(r, m), want.plan.sends(r, m)));
+      CHECK(same(got.plan.receives(r, m), want.plan.receives(r, m)));
+    }
+  }
   CHECK(got.stage1_a == want.stage1_a);
   CHECK(got.stage1_b == want.stage1_b);
   CHECK(got.stage2_work == want.stage2_work);
@@ -190,6 +206,24 @@ TEST_CASE("a reused solver gives solve's answers while batches grow, shrink and 
     if (trial % 50 == 49) {
       reused.release();
     }
+  }
+}
+
+TEST_CASE("a reused solution keeps its plan's storage once batches stop growing") {
+  const shape s{16, 8, 1};
+  const auto first = test::random_batch(s, 11, mix::vlm);
+  const auto second = test::random_batch(s, 12, mix::uniform);
+  solver reused;
+  solution out;
+  reused.solve(first, s, {}, out);
+  reused.solve(second, s, {}, out); // every list now has room for either batch's
+  const auto* compute = out.plan.compute(0, 0).data();
+  const auto* keep = out.plan.keep(0, 0).data();
+  for (const auto* packs : {&first, &second}) {
+    reused.solve(*packs, s, {}, out);
+    check_same(out, solve(*packs, s));
+    CHECK(out.plan.compute(0, 0).data() == compute); // written in place, not reallocated
+    CHECK(out.plan.keep(0, 0).data() == keep);
   }
 }
 

@@ -29,6 +29,10 @@ struct transfer {
 class plan;
 
 namespace detail {
+struct plan_scratch;
+inline void build_plan_into(span<const pack_meta> packs, const shape& s, const assignment& a,
+                            std::int32_t first_rank, std::int32_t last_rank, plan_scratch& ws,
+                            plan& out);
 inline plan build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
                        std::int32_t first_rank, std::int32_t last_rank);
 } // namespace detail
@@ -141,8 +145,9 @@ class plan {
     return d.value();
   }
 
-  friend plan detail::build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
-                                 std::int32_t first_rank, std::int32_t last_rank);
+  friend void detail::build_plan_into(span<const pack_meta> packs, const shape& s,
+                                      const assignment& a, std::int32_t first_rank,
+                                      std::int32_t last_rank, detail::plan_scratch& ws, plan& out);
 
  private:
   std::size_t ga() const { return static_cast<std::size_t>(shape_.ga); }
@@ -208,16 +213,26 @@ struct plan_move {
   std::int64_t bytes;
 };
 
+// build_plan_into's working memory, which a kept `solver` reuses from batch to batch.
+struct plan_scratch {
+  std::vector<std::int64_t> to_end, from_end; // moved packs by receiver / by sender, as ends
+  std::vector<std::int32_t> involved;         // packs a partial plan visits
+  std::vector<std::int32_t> left, dealt;      // per cell: packs still to place, receives placed
+  std::vector<plan_move> by_to, by_from;      // the moved packs by receiver / by sender
+};
+
 } // namespace detail
 
 // The plan of a valid assignment for ranks [first_rank, last_rank); no validation (make_plan
 // validates, solve validated already). Linear: lists are filled in the order they must end up
 // in, so nothing is comparison-sorted. One pass counts, one (backwards) fills the compute and
 // keep lists and lists the moved packs by receiver and by sender (stable in id), and one over
-// each of those lists deals it into the send or receive lists, by cell.
-inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
-                               std::int32_t first_rank, std::int32_t last_rank) {
-  plan out;
+// each of those lists deals it into the send or receive lists, by cell. Written into `out`,
+// whose storage is reused (every list is overwritten whole), with working memory from `ws`: a
+// kept `solver` touches no new memory here once its batches stop growing.
+inline void detail::build_plan_into(span<const pack_meta> packs, const shape& s,
+                                    const assignment& a, std::int32_t first_rank,
+                                    std::int32_t last_rank, plan_scratch& ws, plan& out) {
   out.shape_ = s;
   out.first_ = first_rank;
   out.last_ = last_rank;
@@ -238,12 +253,15 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   out.keep_off_.assign(cells + 1, 0);
   out.send_off_.assign(cells + 1, 0);
   // Moved packs by receiver (for the send lists) and by sender (for the receive lists).
-  std::vector<std::int64_t> to_end(dp + 1, 0);
-  std::vector<std::int64_t> from_end(dp + 1, 0);
+  auto& to_end = ws.to_end;
+  auto& from_end = ws.from_end;
+  to_end.assign(dp + 1, 0);
+  from_end.assign(dp + 1, 0);
   // A plan for some ranks only (a rank's own, typically) first lists the few packs it involves,
   // and the passes below visit those instead of the whole batch.
   const bool every_rank = first_rank == 0 && last_rank == s.dp;
-  std::vector<std::int32_t> involved;
+  auto& involved = ws.involved;
+  involved.clear();
   if (!every_rank) {
     const pack_meta* pk = packs.data();
     const cell* at = a.data();
@@ -283,11 +301,14 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
   out.keep_.resize(static_cast<std::size_t>(out.keep_off_[cells]));
   out.send_.resize(static_cast<std::size_t>(out.send_off_[cells]));
   out.recv_.resize(cells * mbs - out.keep_.size());
-  std::vector<plan_move> by_to(out.send_.size());
-  std::vector<plan_move> by_from(out.recv_.size());
+  auto& by_to = ws.by_to;
+  auto& by_from = ws.by_from;
+  by_to.resize(out.send_.size());
+  by_from.resize(out.recv_.size());
   {
     // Packs a cell computes still to come, where cells hold several (from the back).
-    std::vector<std::int32_t> left(mbs > 1 ? cells : 0, static_cast<std::int32_t>(mbs));
+    auto& left = ws.left;
+    left.assign(mbs > 1 ? cells : 0, static_cast<std::int32_t>(mbs));
     for (std::size_t v = visits; v-- > 0;) {
       const std::size_t p = pack_at(v);
       const plan_move m{static_cast<std::int32_t>(p), packs[p].source_rank, a[p].rank,
@@ -314,7 +335,8 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
         transfer{m.pack, m.to, m.bytes};
   }
   {
-    std::vector<std::int32_t> dealt(cells, 0); // receives placed per cell, from its end
+    auto& dealt = ws.dealt; // receives placed per cell, from its end
+    dealt.assign(cells, 0);
     for (std::size_t i = by_from.size(); i-- > 0;) {
       const plan_move& m = by_from[i];
       const auto c = local(m.to, m.step);
@@ -322,6 +344,14 @@ inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, cons
           transfer{m.pack, m.from, m.bytes};
     }
   }
+}
+
+// The plan of assignment `a` for ranks [first_rank, last_rank), in new storage.
+inline plan detail::build_plan(span<const pack_meta> packs, const shape& s, const assignment& a,
+                               std::int32_t first_rank, std::int32_t last_rank) {
+  plan out;
+  plan_scratch ws;
+  build_plan_into(packs, s, a, first_rank, last_rank, ws, out);
   return out;
 }
 

@@ -25,19 +25,33 @@ struct movement_metrics {
 
 namespace detail {
 
-// Movement of a valid assignment, no validation. O(packs), plus O(moved packs + dp) to count
-// the distinct (source, destination) pairs when `peers` is set.
+// movement_of's working memory, which a kept `solver` reuses from batch to batch.
+struct movement_scratch {
+  std::vector<std::int32_t> node;                           // node of every rank
+  std::vector<std::pair<std::int32_t, std::int32_t>> links; // moved packs' (lower, higher) rank
+  std::vector<std::size_t> first;                           // links by lower rank, as starts
+  std::vector<std::int32_t> higher;                         // their higher ranks, so bucketed
+  std::vector<std::int32_t> count;                          // distinct peers per rank
+  std::vector<std::size_t> marked_for;                      // the lower rank that last marked it
+};
+
+// Movement of a valid assignment, no validation, with working memory from `ws`. O(packs), plus
+// O(moved packs + dp) to count the distinct (source, destination) pairs when `peers` is set.
 inline movement_metrics movement_of(span<const pack_meta> packs, const assignment& a,
-                                    std::int32_t dp, const topology& topo, bool peers) {
+                                    std::int32_t dp, const topology& topo, bool peers,
+                                    movement_scratch& ws) {
   movement_metrics m;
   const auto ranks = static_cast<std::size_t>(dp);
-  std::vector<std::int32_t> node(ranks);
+  auto& node = ws.node;
+  node.resize(ranks);
   for (std::int32_t r = 0; r < dp; ++r) {
     node[static_cast<std::size_t>(r)] = topo.node(r);
   }
   // The moved packs' rank pairs (lower rank, higher rank), and how many have each lower rank.
-  std::vector<std::pair<std::int32_t, std::int32_t>> links;
-  std::vector<std::size_t> first(peers ? ranks + 1 : 0, 0);
+  auto& links = ws.links;
+  links.clear();
+  auto& first = ws.first;
+  first.assign(peers ? ranks + 1 : 0, 0);
   for (std::size_t p = 0; p < packs.size(); ++p) {
     const std::int32_t from = packs[p].source_rank;
     const std::int32_t to = a[p].rank;
@@ -60,15 +74,19 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
     for (std::size_t r = 0; r < ranks; ++r) {
       first[r + 1] += first[r];
     }
-    std::vector<std::int32_t> higher(links.size());
+    auto& higher = ws.higher;
+    higher.resize(links.size());
+    auto& count = ws.count;
+    auto& marked_for = ws.marked_for;
     {
-      auto pos = first;
+      auto& pos = marked_for; // where each lower rank's next link goes, before the marks
+      pos.assign(first.begin(), first.end() - 1);
       for (const auto& [lo, hi] : links) {
         higher[pos[static_cast<std::size_t>(lo)]++] = hi;
       }
     }
-    std::vector<std::int32_t> count(ranks, 0);
-    std::vector<std::size_t> marked_for(ranks, ranks); // the lower rank that last marked it
+    count.assign(ranks, 0);
+    marked_for.assign(ranks, ranks);
     std::size_t distinct = 0;
     for (std::size_t lo = 0; lo < ranks; ++lo) {
       for (std::size_t i = first[lo]; i < first[lo + 1]; ++i) {
@@ -99,7 +117,8 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
   validate_batch(packs, s);
   validate_assignment(a, s);
   topo.validate_for(s.dp);
-  return detail::movement_of(packs, a, s.dp, topo, true);
+  detail::movement_scratch ws;
+  return detail::movement_of(packs, a, s.dp, topo, true, ws);
 }
 
 } // namespace packswap
