@@ -86,7 +86,8 @@ if have("pack-bench.json"):
 if have("solve.json"):
     # CPU time: on a shared machine the wall clock also counts the time other processes held
     # the core.
-    runs = grouped_times(load("solve.json"), "cpu_time")
+    solve_json = load("solve.json")
+    runs = grouped_times(solve_json, "cpu_time")
     kinds = ["balance_plan", "solve", "solve_all", "solve_once"]
     sizes = sorted({int(n.split("/")[1]) for n in runs})
     rows = []
@@ -101,6 +102,30 @@ if have("solve.json"):
         "--benchmark_repetitions=N` (CPU ms, median (slowest run)):\n\n" +
         table(["packs (dp x 16)", "stage 1 + own plan", "full solve, own plan",
                "full solve, every plan + peers", "full solve, `packswap::solve()`"], rows))
+    if all("faults" in b for b in solve_json["benchmarks"]):
+        faults = grouped_times(solve_json, "faults")
+        rows = []
+        for n in sizes:
+            row = [f"{n:,}"]
+            for k in ["solve", "solve_all", "solve_once"]:
+                v = faults.get(f"{k}/{n}")
+                row.append("" if not v else f"{statistics.median(v):,.0f}")
+            rows.append(row)
+        text = ("Minor page faults per solve (the benchmark's `faults` counter, median; a fault "
+                "is a 4 KiB page touched for the first time):\n\n" +
+                table(["packs (dp x 16)", "kept `solver`, own plan", "kept `solver`, every plan",
+                       "`packswap::solve()`, own plan"], rows))
+        # What a fresh page cost in this run: the free function's time over the kept solver's
+        # (both own plan), per extra fault, at the largest batch.
+        n = sizes[-1]
+        extra_ms = (statistics.median(runs[f"solve_once/{n}"]) -
+                    statistics.median(runs[f"solve/{n}"]))
+        extra_faults = (statistics.median(faults[f"solve_once/{n}"]) -
+                        statistics.median(faults[f"solve/{n}"]))
+        if extra_faults > 0:
+            text += (f"\n\nAt {n:,} packs the free function's extra time over the kept solver, "
+                     f"per extra fault: {1000 * extra_ms / extra_faults:.1f} us per page.")
+        sections.append(text)
 
 if have("methods.json"):
     runs = load("methods.json")["runs"]
