@@ -118,10 +118,11 @@ if have("solve.json"):
         # What a fresh page cost in this run: the free function's time over the kept solver's
         # (both own plan), per extra fault, at the largest batch.
         n = sizes[-1]
-        extra_ms = (statistics.median(runs[f"solve_once/{n}"]) -
-                    statistics.median(runs[f"solve/{n}"]))
-        extra_faults = (statistics.median(faults[f"solve_once/{n}"]) -
-                        statistics.median(faults[f"solve/{n}"]))
+        pair = [f"solve_once/{n}", f"solve/{n}"]
+        extra_ms = extra_faults = 0
+        if all(k in runs and k in faults for k in pair):
+            extra_ms = statistics.median(runs[pair[0]]) - statistics.median(runs[pair[1]])
+            extra_faults = statistics.median(faults[pair[0]]) - statistics.median(faults[pair[1]])
         if extra_faults > 0:
             text += (f"\n\nAt {n:,} packs the free function's extra time over the kept solver, "
                      f"per extra fault: {1000 * extra_ms / extra_faults:.1f} us per page.")

@@ -7,7 +7,7 @@
 //   solve_all     the full solve building every rank's plan and counting peers (tests, CLI)
 //   solve_once    `solve` through the free function `packswap::solve`, which allocates its
 //                 working memory anew on every call (page faults included)
-// Counter `faults`: the process's minor page faults per solve (getrusage), that is, 4 KiB pages
+// Counter `faults` (where getrusage exists): the process's minor page faults per solve, 4 KiB pages
 // of memory touched for the first time; a kept solver's stay near 0 once its batches stop
 // growing, the free function's grow with the batch.
 // Report medians: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -38,16 +38,14 @@ const std::vector<packswap::pack_meta>& batch(std::int64_t packs) {
 
 enum class calls { reused_solver, free_function };
 
-// Minor page faults of this process so far (0 where getrusage is missing).
-double minor_faults() {
 #ifdef PACKSWAP_BENCH_FAULTS
+// Minor page faults of this process so far.
+double minor_faults() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_minflt);
-#else
-  return 0.0;
-#endif
 }
+#endif
 
 void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   const std::int64_t packs = state.range(0);
@@ -62,7 +60,9 @@ void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   if (how == calls::reused_solver) {
     solver.solve(b, s, opt, sol); // untimed: a trainer's solver has seen a batch of this size
   }
+#ifdef PACKSWAP_BENCH_FAULTS
   const double faults_before = minor_faults();
+#endif
   for (auto _ : state) {
     if (how == calls::reused_solver) {
       solver.solve(b, s, opt, sol);
@@ -71,8 +71,10 @@ void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
     }
     benchmark::DoNotOptimize(sol.cells.data());
   }
+#ifdef PACKSWAP_BENCH_FAULTS
   state.counters["faults"] =
       (minor_faults() - faults_before) / static_cast<double>(state.iterations());
+#endif
   state.SetItemsProcessed(state.iterations() * packs);
   state.counters["dp"] = static_cast<double>(s.dp);
 }

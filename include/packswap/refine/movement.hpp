@@ -30,6 +30,7 @@ struct movement_scratch {
   std::vector<std::int32_t> node;                           // node of every rank
   std::vector<std::pair<std::int32_t, std::int32_t>> links; // moved packs' (lower, higher) rank
   std::vector<std::size_t> first;                           // links by lower rank, as starts
+  std::vector<std::size_t> pos;                             // where each bucket's next goes
   std::vector<std::int32_t> higher;                         // their higher ranks, so bucketed
   std::vector<std::int32_t> count;                          // distinct peers per rank
   std::vector<std::size_t> marked_for;                      // the lower rank that last marked it
@@ -79,8 +80,8 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
     auto& count = ws.count;
     auto& marked_for = ws.marked_for;
     {
-      auto& pos = marked_for; // where each lower rank's next link goes, before the marks
-      pos.assign(first.begin(), first.end() - 1);
+      auto& pos = ws.pos;
+      pos.assign(first.begin(), first.end());
       for (const auto& [lo, hi] : links) {
         higher[pos[static_cast<std::size_t>(lo)]++] = hi;
       }
