@@ -21,7 +21,6 @@
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/resource.h>
-#define PACKSWAP_BENCH_FAULTS 1
 #endif
 
 namespace {
@@ -38,14 +37,16 @@ const std::vector<packswap::pack_meta>& batch(std::int64_t packs) {
 
 enum class calls { reused_solver, free_function };
 
-#ifdef PACKSWAP_BENCH_FAULTS
-// Minor page faults of this process so far.
+// Minor page faults of this process so far; -1 where getrusage is missing.
 double minor_faults() {
+#if defined(__unix__) || defined(__APPLE__)
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_minflt);
-}
+#else
+  return -1.0;
 #endif
+}
 
 void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   const std::int64_t packs = state.range(0);
@@ -60,9 +61,7 @@ void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   if (how == calls::reused_solver) {
     solver.solve(b, s, opt, sol); // untimed: a trainer's solver has seen a batch of this size
   }
-#ifdef PACKSWAP_BENCH_FAULTS
   const double faults_before = minor_faults();
-#endif
   for (auto _ : state) {
     if (how == calls::reused_solver) {
       solver.solve(b, s, opt, sol);
@@ -71,10 +70,10 @@ void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
     }
     benchmark::DoNotOptimize(sol.cells.data());
   }
-#ifdef PACKSWAP_BENCH_FAULTS
-  state.counters["faults"] =
-      (minor_faults() - faults_before) / static_cast<double>(state.iterations());
-#endif
+  if (faults_before >= 0) { // no counter where faults are not counted
+    state.counters["faults"] =
+        (minor_faults() - faults_before) / static_cast<double>(state.iterations());
+  }
   state.SetItemsProcessed(state.iterations() * packs);
   state.counters["dp"] = static_cast<double>(s.dp);
 }

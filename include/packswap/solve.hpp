@@ -125,11 +125,9 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
     }
   }
   order_steps(packs, s, a, ws.recv, ws.table);
-  if (opt.plan_rank < 0) {
-    build_plan_into(packs, s, a, 0, s.dp, ws.plan, out.plan);
-  } else {
-    build_plan_into(packs, s, a, opt.plan_rank, opt.plan_rank + 1, ws.plan, out.plan);
-  }
+  const std::int32_t first_rank = opt.plan_rank < 0 ? 0 : opt.plan_rank;
+  const std::int32_t last_rank = opt.plan_rank < 0 ? s.dp : opt.plan_rank + 1;
+  build_plan_into(packs, s, a, first_rank, last_rank, ws.plan, out.plan);
   profile_loads(costs, a, s, ws.loads, ws.table);
   out.balance.a = ws.loads.a();
   out.balance.b = ws.loads.b();

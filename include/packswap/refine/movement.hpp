@@ -77,8 +77,6 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
     }
     auto& higher = ws.higher;
     higher.resize(links.size());
-    auto& count = ws.count;
-    auto& marked_for = ws.marked_for;
     {
       auto& pos = ws.pos;
       pos.assign(first.begin(), first.end());
@@ -86,7 +84,9 @@ inline movement_metrics movement_of(span<const pack_meta> packs, const assignmen
         higher[pos[static_cast<std::size_t>(lo)]++] = hi;
       }
     }
+    auto& count = ws.count;
     count.assign(ranks, 0);
+    auto& marked_for = ws.marked_for;
     marked_for.assign(ranks, ranks);
     std::size_t distinct = 0;
     for (std::size_t lo = 0; lo < ranks; ++lo) {
