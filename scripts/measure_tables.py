@@ -127,6 +127,21 @@ if have("solve.json"):
             text += (f"\n\nAt {n:,} packs the free function's extra time over the kept solver, "
                      f"per extra fault: {1000 * extra_ms / extra_faults:.1f} us per page.")
         sections.append(text)
+    kept = [b for b in solve_json["benchmarks"] if "kept_bytes" in b]
+    if kept:
+        held = grouped_times({"benchmarks": kept}, "kept_bytes")
+        rows = []
+        for n in sizes:
+            row = [f"{n:,}"]
+            for k in ["solve", "solve_all"]:
+                v = held.get(f"{k}/{n}")
+                row.append("" if not v else
+                           f"{statistics.median(v):.0f} ({statistics.median(v) * n / 2**20:.1f} MiB)")
+            rows.append(row)
+        sections.append(
+            "Memory a kept solver and its solution hold after their first solve (the benchmark's "
+            "`kept_bytes` counter: bytes per pack, and in all):\n\n" +
+            table(["packs (dp x 16)", "own plan", "every plan + peers"], rows))
 
 if have("methods.json"):
     runs = load("methods.json")["runs"]

@@ -10,6 +10,8 @@
 // Counter `faults` (where getrusage exists): the process's minor page faults per solve, 4 KiB pages
 // of memory touched for the first time; a kept solver's stay near 0 once its batches stop
 // growing, the free function's grow with the batch.
+// Counter `kept_bytes` (kept solver, where glibc's mallinfo2 exists): bytes per pack the solver
+// and its solution hold after their first solve, the memory a trainer's process keeps for them.
 // Report medians: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -21,6 +23,10 @@
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/resource.h>
+#endif
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+#include <malloc.h>
+#define PACKSWAP_BENCH_MALLINFO2 1
 #endif
 
 namespace {
@@ -48,6 +54,16 @@ double minor_faults() {
 #endif
 }
 
+// Bytes of heap memory in use by this process; -1 where glibc's mallinfo2 is missing.
+double heap_in_use() {
+#ifdef PACKSWAP_BENCH_MALLINFO2
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd);
+#else
+  return -1.0;
+#endif
+}
+
 void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   const std::int64_t packs = state.range(0);
   const packswap::shape s{static_cast<std::int32_t>(packs / 16), 16, 1};
@@ -56,10 +72,14 @@ void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   opt.refine = refine;
   opt.plan_rank = all_plans ? -1 : 0;
   opt.count_peers = all_plans;
+  const double heap_before = heap_in_use();
   packswap::solver solver;
   packswap::solution sol;
   if (how == calls::reused_solver) {
     solver.solve(b, s, opt, sol); // untimed: a trainer's solver has seen a batch of this size
+    if (heap_before >= 0) {
+      state.counters["kept_bytes"] = (heap_in_use() - heap_before) / static_cast<double>(packs);
+    }
   }
   const double faults_before = minor_faults();
   for (auto _ : state) {

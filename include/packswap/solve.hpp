@@ -161,7 +161,8 @@ solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {}
 
 /// `solve()` with the default policies, keeping its working memory between calls.
 ///
-/// One solve works in about 185 bytes per pack (48 MB at 262,144 packs, solution included);
+/// A solver and its solution hold about 190 bytes per pack with one rank's plan (48 MiB at
+/// 262,144 packs) and 255 with every rank's (`kept_bytes` in bench/balance/solve.cpp);
 /// allocating that afresh each step costs the page faults of touching new memory (compare
 /// `solve_once` with `solve` in docs/performance.md). A `solver` keeps what its largest batch
 /// needed and reuses it (`release()` gives it back); `solve(..., out)` reuses the memory of a
