@@ -36,10 +36,11 @@ def ms(x):
 
 
 def grouped_times(bench_json, field="real_time"):
-    """{name: [value of every repetition]} from a Google Benchmark JSON file."""
+    """{name: [value of every repetition]} from a Google Benchmark JSON file, for the benchmarks
+    that report `field`."""
     runs = {}
     for b in bench_json["benchmarks"]:
-        if b.get("run_type", "iteration") != "iteration":
+        if b.get("run_type", "iteration") != "iteration" or field not in b:
             continue
         runs.setdefault(b["run_name"], []).append(b[field])
     return runs
@@ -127,16 +128,15 @@ if have("solve.json"):
             text += (f"\n\nAt {n:,} packs the free function's extra time over the kept solver, "
                      f"per extra fault: {1000 * extra_ms / extra_faults:.1f} us per page.")
         sections.append(text)
-    kept = [b for b in solve_json["benchmarks"] if "kept_bytes" in b]
-    if kept:
-        held = grouped_times({"benchmarks": kept}, "kept_bytes")
+    held = grouped_times(solve_json, "kept_bytes")  # kept solvers only, where mallinfo2 exists
+    if held:
         rows = []
         for n in sizes:
             row = [f"{n:,}"]
             for k in ["solve", "solve_all"]:
                 v = held.get(f"{k}/{n}")
-                row.append("" if not v else
-                           f"{statistics.median(v):.0f} ({statistics.median(v) * n / 2**20:.1f} MiB)")
+                per_pack = statistics.median(v) if v else 0
+                row.append(f"{per_pack:.0f} ({per_pack * n / 2**20:.1f} MiB)" if v else "")
             rows.append(row)
         sections.append(
             "Memory a kept solver and its solution hold after their first solve (the benchmark's "

@@ -72,10 +72,10 @@ void run(benchmark::State& state, bool refine, bool all_plans, calls how) {
   opt.refine = refine;
   opt.plan_rank = all_plans ? -1 : 0;
   opt.count_peers = all_plans;
-  const double heap_before = heap_in_use();
   packswap::solver solver;
   packswap::solution sol;
   if (how == calls::reused_solver) {
+    const double heap_before = heap_in_use(); // an empty solver and solution hold nothing yet
     solver.solve(b, s, opt, sol); // untimed: a trainer's solver has seen a batch of this size
     if (heap_before >= 0) {
       state.counters["kept_bytes"] = (heap_in_use() - heap_before) / static_cast<double>(packs);
