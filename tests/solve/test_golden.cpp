@@ -31,7 +31,8 @@ const golden table[] = {
 
 // Stress batches (tests/support/stress.hpp, seed 7), the first four of which (and heavy_rank at
 // 32 x 32) stop stage 2 at its work bound (`bounded`): the answer past the bound must be as
-// deterministic as any other.
+// deterministic as any other. The last (multiples, 1,024 x 8) is one whose re-deal unlocks a
+// crowd of ranks just above the limit (stage2::redeal_phase).
 struct golden_stress {
   shape s;
   test::stress::dist d;

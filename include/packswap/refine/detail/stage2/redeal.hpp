@@ -12,7 +12,7 @@
 namespace packswap::detail::stage2 {
 
 /// Stage 2, phase 3: re-deal. Balances the loads by re-dealing the unlocked packs of each level,
-/// and unlocks pins of ranks far from the limit.
+/// and unlocks pins of ranks far from the limit (or of a crowd of ranks just above it).
 ///
 /// Every rank keeps as many packs of each level as it had, so the level constraints hold as they
 /// did; no sweep raises the largest load. Ends with every pack's place written back (not
@@ -47,6 +47,7 @@ class redeal_phase {
     std::vector<std::int64_t> heaviest(st.k);
     std::vector<std::int64_t> lightest(st.k);
     auto& fresh = fresh_unlocked_;
+    std::size_t crowd_before = std::numeric_limits<std::size_t>::max(); // see below
     for (std::int32_t round = 0; round <= t.unlock_rounds; ++round) {
       for (std::int32_t sweep = 0; sweep < t.redeal_sweeps; ++sweep) {
         if (!redeal(st)) {
@@ -93,9 +94,28 @@ class redeal_phase {
       // before it is searched: they are few and scattered.
       auto& far = far_ranks_;
       far.clear();
+      std::size_t over = 0;
       for (std::size_t r = 0; r < st.dp; ++r) {
         if (st.limit - st.load[r] >= far_below || st.load[r] - st.limit >= far_above) {
           far.push_back(static_cast<std::int32_t>(r));
+        }
+        over += st.excess(r) > 0 ? 1 : 0;
+      }
+      // A crowd just above the limit: with the limit within a hair of the mean load (as
+      // Karmarkar-Karp's B often is at eps 0), the sweeps can leave most ranks above it by less
+      // than the mean room, none of them far, and the repair would fix them one step each. In
+      // the last round, and in a later round that finds no far rank, every rank above the limit
+      // counts as far while they are many (an eighth of the ranks, and t.crowd_min) and fewer
+      // than the last time they did.
+      if ((round + 1 == t.unlock_rounds || (round > 0 && far.empty())) &&
+          over >= std::max(st.dp / 8, static_cast<std::size_t>(std::max(0, t.crowd_min))) &&
+          over < crowd_before) {
+        crowd_before = over;
+        far.clear();
+        for (std::size_t r = 0; r < st.dp; ++r) {
+          if (st.limit - st.load[r] >= far_below || st.excess(r) > 0) {
+            far.push_back(static_cast<std::int32_t>(r));
+          }
         }
       }
       fresh.clear();

@@ -55,7 +55,8 @@ class start_snapshot {
   bool same_knobs(const tuning& t) const {
     return t.band_low_permille == knobs_.band_low_permille &&
            t.band_high_permille == knobs_.band_high_permille &&
-           t.redeal_sweeps == knobs_.redeal_sweeps && t.unlock_rounds == knobs_.unlock_rounds;
+           t.redeal_sweeps == knobs_.redeal_sweeps && t.unlock_rounds == knobs_.unlock_rounds &&
+           t.crowd_min == knobs_.crowd_min;
   }
 
   bool valid_ = false;

@@ -38,6 +38,9 @@ struct tuning {
   std::int32_t repair_picks = 16;
   /// Rounds in which ranks stuck far below the limit unlock one home pack each.
   std::int32_t unlock_rounds = 4;
+  /// The fewest ranks just above the limit that unlock one home pack each, as a crowd, beside an
+  /// eighth of all ranks (see redeal_phase::redeal_rounds); above dp, never.
+  std::int32_t crowd_min = 64;
   /// Times a rank the repair cannot fix gives up all its pins before the attempt fails (fewer
   /// when a round gets no nearer than the one before it, see `home_first::run`).
   std::int32_t stuck_rounds = 4;
