@@ -36,7 +36,13 @@ class karmarkar_karp {
     const std::size_t n = chunks.size();
     const std::size_t states = k_ == 0 ? 0 : n / k_;
     chunks_ = states;
-    next_.assign(value.size(), -1);
+    // A list's links are written by the merges before any walk reads them (a walk reads one
+    // link past each list's tail and drops it), so next_ needs no reset: only its size. With
+    // mbs > 1 stage 1 runs once per micro-step over the batch's costs, and a reset of all of
+    // them each time made it O(N ga).
+    if (next_.size() < value.size()) {
+      next_.resize(value.size());
+    }
     sets_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       if (i + fetch_ahead < n) {
