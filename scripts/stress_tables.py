@@ -155,14 +155,20 @@ def cells_table(records):
     if not rows:
         return []
     lines = ["| distribution | worst A / LB_A (shape) | A over the former bound there "
-             "| worst over the former bound (shape) |",
-             "| --- | --- | ---: | --- |"]
+             "| worst over the former bound (shape) | worst ms (shape) | x ref |",
+             "| --- | --- | ---: | --- | --- | ---: |"]
     for dist, rs in by_dist(rows).items():
         w = worst(rs, "a_over_lb_a")
         f = worst(rs, "a_over_former_lb_a")
+        t = worst(rs, "ms")
         lines.append(f"| {dist} | {w['a_over_lb_a']:.3f} ({shape_name(w)}) "
                      f"| {w['a_over_former_lb_a']:.3f} "
-                     f"| {f['a_over_former_lb_a']:.3f} ({shape_name(f)}) |")
+                     f"| {f['a_over_former_lb_a']:.3f} ({shape_name(f)}) "
+                     f"| {fmt_ms(t['ms'])} ({shape_name(t)}) | {t['x_ref']:.1f} |")
+    over_ratio, over_ms = over_targets(cells(rows))
+    lines.append("")
+    lines.append(f"Cells over 3x the reference: {over_ratio} of {len(cells(rows))}; over 15 ms: "
+                 f"{over_ms}.")
     stronger = sum(1 for r in rows if r["a_over_former_lb_a"] > r["a_over_lb_a"] + 1e-12)
     lines.append("")
     lines.append(f"The bound is strictly larger than the former in {stronger} of {len(rows)} "
