@@ -62,7 +62,7 @@ class redeal_phase {
       const auto dp = static_cast<std::int64_t>(st.dp);
       std::int64_t room_mean = 0;
       std::int64_t room_rest = 0;
-      bool any_excess = false;
+      std::size_t over = 0; // ranks above the limit
       for (std::size_t r = 0; r < st.dp; ++r) {
         const std::int64_t room = std::max<std::int64_t>(0, st.limit - st.load[r]);
         room_mean += room / dp;
@@ -71,9 +71,9 @@ class redeal_phase {
           ++room_mean;
           room_rest -= dp;
         }
-        any_excess |= st.excess(r) > 0;
+        over += st.excess(r) > 0 ? 1 : 0;
       }
-      if (!any_excess) {
+      if (over == 0) {
         return;
       }
       // Each level's unlocked packs run by cost descending.
@@ -94,12 +94,10 @@ class redeal_phase {
       // before it is searched: they are few and scattered.
       auto& far = far_ranks_;
       far.clear();
-      std::size_t over = 0;
       for (std::size_t r = 0; r < st.dp; ++r) {
         if (st.limit - st.load[r] >= far_below || st.load[r] - st.limit >= far_above) {
           far.push_back(static_cast<std::int32_t>(r));
         }
-        over += st.excess(r) > 0 ? 1 : 0;
       }
       // A crowd just above the limit: with the limit within a hair of the mean load (as
       // Karmarkar-Karp's B often is at eps 0), the sweeps can leave most ranks above it by less
