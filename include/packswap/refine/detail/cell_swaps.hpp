@@ -1,58 +1,37 @@
 #pragma once
 
 #include "packswap/batch.hpp"
+#include "packswap/refine/detail/cell_places.hpp"
 #include "packswap/refine/topology.hpp"
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
+#include <utility>
 
 namespace packswap::detail {
 
 /// Stage 2's home-bringing pass over cells of several packs (any mbs): a pack away from home
 /// trades places with a pack its home rank holds for somebody else, whenever both cells stay
 /// within their micro-step's cap (so A cannot grow), both ranks within `limit` (B), and fewer
-/// weighted bytes move. `caps[m]` bounds every cell of micro-step m. Modifies `a` in place.
+/// weighted bytes move: of the trades that qualify, the one that saves most, the first place of
+/// the home rank among equals. `caps[m]` bounds every cell of micro-step m. Modifies `a` in
+/// place.
 ///
-/// Complexity: O(N) to set up, then per pass every pack away from home weighs every place of its
-/// home rank: O(N k) with k = ga * mbs packs per rank, the solve's largest term for mbs > 1 at
-/// large ga (16 x 256 x 4: tens of milliseconds at 16,384 packs).
+/// The trades that qualify are those whose pack's cost lies in a window (the room of both ranks
+/// and of p's cell) and whose reach covers p's cost (the room of its own cell), which
+/// `cell_places` lists without reading the rest of the home rank.
+///
+/// Complexity: O(N log N) to set up; per pack away from home and pass, a query of its home rank:
+/// O(log k + (log k + width) per block read), the blocks read being those that hold a trade that
+/// qualifies, two more at the window's ends and those whose bound was stale; O(k) at worst, k =
+/// ga * mbs packs per rank. Per trade O(mbs log k + the distance its packs' entries move in cost
+/// order). At most `passes` passes.
 inline void bring_home_cells(span<const pack_meta> packs, const shape& s, const topology& topo,
                              span<const std::int64_t> caps, std::int64_t limit, assignment& a,
                              std::int32_t passes) {
-  const auto dp = static_cast<std::size_t>(s.dp);
   const auto ga = static_cast<std::size_t>(s.ga);
-  const auto k = static_cast<std::size_t>(s.packs_per_rank());
   const std::size_t n = packs.size();
-  std::vector<std::int64_t> cell_load(dp * ga, 0);
-  std::vector<std::int64_t> rank_load(dp, 0);
-  std::vector<std::int32_t> items(n); // items[r * k + i]: the packs rank r computes
-  std::vector<std::int32_t> slot(n);
-  std::vector<std::size_t> used(dp, 0);
-  for (std::size_t p = 0; p < n; ++p) {
-    const auto r = static_cast<std::size_t>(a[p].rank);
-    cell_load[r * ga + static_cast<std::size_t>(a[p].micro_step)] += packs[p].cost;
-    rank_load[r] += packs[p].cost;
-    slot[p] = static_cast<std::int32_t>(used[r]);
-    items[r * k + used[r]++] = static_cast<std::int32_t>(p);
-  }
-  const auto away = [&](std::size_t p, std::int32_t r) {
-    return topo.weight(packs[p].source_rank, r) * packs[p].bytes;
-  };
-  // Beside every place (r * k + i), what the pack there reads in the scan below, so that the
-  // scan runs over contiguous memory; a place's micro-step never changes (a swap exchanges the
-  // packs' cells).
-  std::vector<std::int64_t> at_cost(n);
-  std::vector<std::int64_t> at_bytes(n);
-  std::vector<std::int32_t> at_src(n);
-  std::vector<std::int32_t> at_step(n);
-  for (std::size_t at = 0; at < n; ++at) {
-    const auto q = static_cast<std::size_t>(items[at]);
-    at_cost[at] = packs[q].cost;
-    at_bytes[at] = packs[q].bytes;
-    at_src[at] = packs[q].source_rank;
-    at_step[at] = a[q].micro_step;
-  }
+  cell_places pl(packs, s, caps, a);
   for (std::int32_t pass = 0; pass < passes; ++pass) {
     bool changed = false;
     for (std::size_t p = 0; p < n; ++p) {
@@ -65,46 +44,28 @@ inline void bring_home_cells(span<const pack_meta> packs, const shape& s, const 
       const auto hh = static_cast<std::size_t>(h);
       const auto mp = static_cast<std::size_t>(a[p].micro_step);
       const std::int64_t cost_p = packs[p].cost;
-      // d = cost_p - cost_q moves from r to h: within both ranks' limit and r's cell cap.
-      const std::int64_t d_hi = limit - rank_load[hh];
-      const std::int64_t d_lo = std::max(rank_load[rr] - limit, cell_load[rr * ga + mp] - caps[mp]);
-      const std::int64_t gain_p = away(p, h) - away(p, r);
-      std::size_t best = n;
+      // d = cost_p - cost_q moves from r to h: within both ranks' limit and r's cell cap; h's
+      // cell cap is q's reach.
+      const std::int64_t d_hi = limit - pl.rank_load[hh];
+      const std::int64_t d_lo =
+          std::max(pl.rank_load[rr] - limit, pl.cell_load[rr * ga + mp] - caps[mp]);
+      const std::int64_t gain_p = -topo.weight(h, r) * packs[p].bytes;
+      std::size_t best = cell_places::none;
       std::int64_t best_delta = 0;
-      for (std::size_t at = hh * k; at < (hh + 1) * k; ++at) {
-        const std::int32_t src = at_src[at];
-        if (src == h) {
-          continue; // home: trading it away is never a gain here
-        }
-        const std::int64_t d = cost_p - at_cost[at];
-        const auto mq = static_cast<std::size_t>(at_step[at]);
-        if (d > d_hi || d < d_lo || cell_load[hh * ga + mq] + d > caps[mq]) {
-          continue;
-        }
-        const std::int64_t b = at_bytes[at];
-        const std::int64_t delta = gain_p + topo.weight(src, r) * b - topo.weight(src, h) * b;
-        if (delta < best_delta) {
-          best_delta = delta;
+      pl.each_fit(hh, {cost_p - d_hi, cost_p - d_lo, cost_p}, [&](std::size_t at) {
+        const std::int64_t b = pl.bytes[at];
+        const std::int32_t sq = pl.src[at];
+        const std::int64_t delta = gain_p + topo.weight(sq, r) * b - topo.weight(sq, h) * b;
+        if (delta < best_delta || (delta == best_delta && delta < 0 && at < best)) {
           best = at;
+          best_delta = delta;
         }
-      }
-      if (best == n) {
+      });
+      if (best == cell_places::none) {
         continue;
       }
-      const std::size_t at_q = best;
-      const auto q = static_cast<std::size_t>(items[at_q]);
-      const std::size_t at_p = rr * k + static_cast<std::size_t>(slot[p]);
-      const auto mq = static_cast<std::size_t>(at_step[at_q]);
-      const std::int64_t d = cost_p - packs[q].cost;
-      rank_load[hh] += d;
-      rank_load[rr] -= d;
-      cell_load[hh * ga + mq] += d;
-      cell_load[rr * ga + mp] -= d;
-      std::swap(items[at_p], items[at_q]);
-      std::swap(at_cost[at_p], at_cost[at_q]);
-      std::swap(at_bytes[at_p], at_bytes[at_q]);
-      std::swap(at_src[at_p], at_src[at_q]);
-      std::swap(slot[p], slot[q]);
+      const auto q = static_cast<std::size_t>(pl.item[best]);
+      pl.trade(pl.place_of(p, rr), best);
       std::swap(a[p], a[q]);
       changed = true;
     }
