@@ -80,7 +80,7 @@ class cell_places {
     for (std::size_t r = 0; r < dp; ++r) {
       const auto first = order_.begin() + static_cast<std::ptrdiff_t>(r * k_);
       for (std::size_t i = 0; i < k_; ++i) {
-        first[static_cast<std::ptrdiff_t>(i)] = {cost[r * k_ + i], r * k_ + i};
+        first[static_cast<std::ptrdiff_t>(i)] = make_entry(r * k_ + i);
       }
       std::sort(first, first + static_cast<std::ptrdiff_t>(k_));
       for (std::size_t i = 0; i < k_; ++i) {
@@ -92,7 +92,7 @@ class cell_places {
       std::int64_t* const t = tree_.data() + r * 2 * leaves_;
       for (std::size_t i = 0; i < k_; ++i) {
         std::int64_t& leaf = t[leaves_ + i / width];
-        leaf = std::max(leaf, reach(r, order_[r * k_ + i].at));
+        leaf = std::max(leaf, reach(r, order_[r * k_ + i]));
       }
       for (std::size_t x = leaves_; x-- > 1;) {
         t[x] = std::max(t[2 * x], t[2 * x + 1]);
@@ -112,7 +112,7 @@ class cell_places {
     }
     const entry* const base = order_.data() + h * k_;
     const auto from =
-        static_cast<std::size_t>(std::lower_bound(base, base + k_, entry{f.lo, 0}) - base);
+        static_cast<std::size_t>(std::lower_bound(base, base + k_, entry{f.lo, 0, 0, 0}) - base);
     for (std::size_t j = from / width; (j = next_block(h, j, f.need)) != none; ++j) {
       const std::size_t begin = std::max(from, j * width);
       const std::size_t end = std::min((j + 1) * width, k_);
@@ -121,7 +121,7 @@ class cell_places {
         if (base[i].cost > f.hi) {
           return;
         }
-        const std::int64_t reach_i = reach(h, base[i].at);
+        const std::int64_t reach_i = reach(h, base[i]);
         most = std::max(most, reach_i);
         if (reach_i >= f.need) {
           visit(base[i].at);
@@ -175,21 +175,26 @@ class cell_places {
   std::vector<std::int64_t> rank_load;
 
  private:
+  // A place in its rank's order, with what the reach reads of it.
   struct entry {
     std::int64_t cost;
     std::size_t at;
+    std::int32_t src;
+    std::int32_t step;
     bool operator<(const entry& o) const { return cost < o.cost || (cost == o.cost && at < o.at); }
   };
 
   static constexpr std::int64_t unreachable = std::numeric_limits<std::int64_t>::min();
 
-  // The reach of place `at` of rank h, or `unreachable` when its pack is at home there.
-  [[nodiscard]] std::int64_t reach(std::size_t h, std::size_t at) const {
-    if (static_cast<std::size_t>(src[at]) == h) {
+  [[nodiscard]] entry make_entry(std::size_t at) const { return {cost[at], at, src[at], step[at]}; }
+
+  // The reach of entry e of rank h, or `unreachable` when its pack is at home there.
+  [[nodiscard]] std::int64_t reach(std::size_t h, const entry& e) const {
+    if (static_cast<std::size_t>(e.src) == h) {
       return unreachable;
     }
-    const auto m = static_cast<std::size_t>(step[at]);
-    return cost[at] + caps_[m] - cell_load[h * ga_ + m];
+    const auto m = static_cast<std::size_t>(e.step);
+    return e.cost + caps_[m] - cell_load[h * ga_ + m];
   }
 
   // The first block j' >= j of rank h whose bound reaches `need`, or `none`: up the rank's
@@ -215,19 +220,27 @@ class cell_places {
     return x - leaves_;
   }
 
-  // Block j of rank h's bound becomes `v` (its greatest reach, as a whole read found).
+  // Block j of rank h's bound becomes `v` (its greatest reach, as a whole read found); the
+  // maxima above it are summed again up to the first that stays.
   void set_block(std::size_t h, std::size_t j, std::int64_t v) {
     std::int64_t* const t = tree_.data() + h * 2 * leaves_;
     std::size_t x = leaves_ + j;
+    if (t[x] == v) {
+      return;
+    }
     t[x] = v;
     for (x >>= 1; x > 0; x >>= 1) {
-      t[x] = std::max(t[2 * x], t[2 * x + 1]);
+      const std::int64_t most = std::max(t[2 * x], t[2 * x + 1]);
+      if (t[x] == most) {
+        return;
+      }
+      t[x] = most;
     }
   }
 
   // Raises the bound of the block that holds entry i of rank h to the entry's reach.
   void raise(std::size_t h, std::size_t i) {
-    const std::int64_t v = reach(h, order_[h * k_ + i].at);
+    const std::int64_t v = reach(h, order_[h * k_ + i]);
     std::int64_t* const t = tree_.data() + h * 2 * leaves_;
     for (std::size_t x = leaves_ + i / width; x > 0 && t[x] < v; x >>= 1) {
       t[x] = v;
@@ -240,7 +253,7 @@ class cell_places {
     const std::size_t h = at / k_;
     entry* const base = order_.data() + h * k_;
     auto i = static_cast<std::size_t>(pos_[at]);
-    const entry e{cost[at], at};
+    const entry e = make_entry(at);
     while (i + 1 < k_ && base[i + 1] < e) {
       base[i] = base[i + 1];
       pos_[base[i].at] = static_cast<std::int32_t>(i);
