@@ -184,6 +184,7 @@ topology random_topology(prng& g, std::int32_t dp) {
 TEST_CASE("the indexed bring-home trades exactly as a scan of every place") {
   prng g(20261202);
   int traded = 0;
+  detail::cell_places kept; // reused across cases of every size, as a kept solver does
   for (int trial = 0; trial < 3000; ++trial) {
     const shape s{static_cast<std::int32_t>(g.uniform(1, 9)),
                   static_cast<std::int32_t>(g.uniform(1, trial % 10 == 0 ? 40 : 6)),
@@ -194,7 +195,7 @@ TEST_CASE("the indexed bring-home trades exactly as a scan of every place") {
     assignment expected = c.a;
     bring_home_by_scan(c.packs, s, topo, c.caps, c.limit, expected, passes);
     assignment got = c.a;
-    detail::bring_home_cells(c.packs, s, topo, c.caps, c.limit, got, passes);
+    detail::bring_home_cells(c.packs, s, topo, c.caps, c.limit, got, passes, kept);
     INFO("trial " << trial << " dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs);
     REQUIRE(got == expected);
     traded += expected != c.a ? 1 : 0;

@@ -107,6 +107,7 @@ constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga) {
 // the work its searches did and whether they stopped at the bound.
 struct refine_scratch {
   home_first engine;
+  cell_places cells; // for mbs > 1
   std::vector<std::int64_t> caps;
   std::vector<std::size_t> used;
   assignment searched; // the search's answer, while the fallback is weighed against it
@@ -147,7 +148,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   if (s.mbs != 1) {
     // Cells of several packs: rename ranks, then bring packs home under the cell caps.
     a = relabel_valid(packs, s, std::move(a), opt.topology);
-    bring_home_cells(packs, s, opt.topology, caps, limit, a, 2);
+    bring_home_cells(packs, s, opt.topology, caps, limit, a, 2, ws.cells);
     return;
   }
   std::sort(caps.begin(), caps.end(), std::greater<>());

@@ -38,11 +38,14 @@ class cell_places {
  public:
   static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 
-  /// O(N log N) for the assignment `a` (valid: every cell holds mbs packs) of `packs`.
-  cell_places(span<const pack_meta> packs, const shape& s, span<const std::int64_t> caps,
-              const assignment& a)
-      : caps_(caps), k_(static_cast<std::size_t>(s.packs_per_rank())),
-        ga_(static_cast<std::size_t>(s.ga)), mbs_(static_cast<std::size_t>(s.mbs)) {
+  /// Indexes the assignment `a` (valid: every cell holds mbs packs) of `packs`, in the memory
+  /// of earlier calls where it is large enough. O(N log N).
+  void prepare(span<const pack_meta> packs, const shape& s, span<const std::int64_t> caps,
+               const assignment& a) {
+    caps_ = caps;
+    k_ = static_cast<std::size_t>(s.packs_per_rank());
+    ga_ = static_cast<std::size_t>(s.ga);
+    mbs_ = static_cast<std::size_t>(s.mbs);
     const auto dp = static_cast<std::size_t>(s.dp);
     const std::size_t n = packs.size();
     blocks_per_rank_ = (k_ + width - 1) / width;
@@ -59,8 +62,10 @@ class cell_places {
     cell_load.assign(dp * ga_, 0);
     rank_load.assign(dp, 0);
     cell_place_.resize(n);
-    std::vector<std::size_t> used(dp, 0);
-    std::vector<std::size_t> cell_used(dp * ga_, 0);
+    auto& used = used_;
+    auto& cell_used = cell_used_;
+    used.assign(dp, 0);
+    cell_used.assign(dp * ga_, 0);
     for (std::size_t p = 0; p < n; ++p) {
       const auto r = static_cast<std::size_t>(a[p].rank);
       const std::size_t c = r * ga_ + static_cast<std::size_t>(a[p].micro_step);
@@ -285,9 +290,9 @@ class cell_places {
   }
 
   span<const std::int64_t> caps_;
-  std::size_t k_;
-  std::size_t ga_;
-  std::size_t mbs_;
+  std::size_t k_ = 0;
+  std::size_t ga_ = 0;
+  std::size_t mbs_ = 0;
   std::size_t blocks_per_rank_ = 1;
   std::size_t leaves_ = 1;               // blocks_per_rank_ rounded up to a power of two
   std::vector<std::int32_t> cell_place_; // (r * ga + m) * mbs + j: the places of a cell
@@ -297,6 +302,8 @@ class cell_places {
   // j's bound at leaves_ + j (past the rank's last block: unreachable), an inner node the
   // greatest of its children's.
   std::vector<std::int64_t> tree_;
+  std::vector<std::size_t> used_;      // prepare's count of places per rank
+  std::vector<std::size_t> cell_used_; // and per cell
 };
 
 } // namespace packswap::detail

@@ -25,13 +25,13 @@ namespace packswap::detail {
 /// O(log k + (log k + width) per block read), the blocks read being those that hold a trade that
 /// qualifies, two more at the window's ends and those whose bound was stale; O(k) at worst, k =
 /// ga * mbs packs per rank. Per trade O(mbs log k + the distance its packs' entries move in cost
-/// order). At most `passes` passes.
+/// order). At most `passes` passes. `pl`: working memory, kept by callers that refine every step.
 inline void bring_home_cells(span<const pack_meta> packs, const shape& s, const topology& topo,
                              span<const std::int64_t> caps, std::int64_t limit, assignment& a,
-                             std::int32_t passes) {
+                             std::int32_t passes, cell_places& pl) {
   const auto ga = static_cast<std::size_t>(s.ga);
   const std::size_t n = packs.size();
-  cell_places pl(packs, s, caps, a);
+  pl.prepare(packs, s, caps, a);
   const std::int64_t heavy = topo.inter_node_weight();
   for (std::int32_t pass = 0; pass < passes; ++pass) {
     bool changed = false;
