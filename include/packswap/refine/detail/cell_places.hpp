@@ -1,6 +1,8 @@
 #pragma once
 
 #include "packswap/batch.hpp"
+#include "packswap/refine/detail/rank_weights.hpp"
+#include "packswap/refine/topology.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -40,14 +42,15 @@ class cell_places {
 
   /// Indexes the assignment `a` (valid: every cell holds mbs packs) of `packs`, in the memory
   /// of earlier calls where it is large enough. O(N log N).
-  void prepare(span<const pack_meta> packs, const shape& s, span<const std::int64_t> caps,
-               const assignment& a) {
+  void prepare(span<const pack_meta> packs, const shape& s, const topology& topo,
+               span<const std::int64_t> caps, const assignment& a) {
     caps_ = caps;
     k_ = static_cast<std::size_t>(s.packs_per_rank());
     ga_ = static_cast<std::size_t>(s.ga);
     mbs_ = static_cast<std::size_t>(s.mbs);
     const auto dp = static_cast<std::size_t>(s.dp);
     const std::size_t n = packs.size();
+    ranks_.assign(topo, dp);
     blocks_per_rank_ = (k_ + width - 1) / width;
     leaves_ = 1;
     while (leaves_ < blocks_per_rank_) {
@@ -163,6 +166,11 @@ class cell_places {
     raise_cell(cq);
   }
 
+  /// Weight of one byte computed on rank r that comes from rank h (`topology::weight`).
+  [[nodiscard]] std::int64_t weight(std::size_t h, std::size_t r) const {
+    return ranks_.weight(h, r);
+  }
+
   /// The place of pack p, which rank r holds.
   [[nodiscard]] std::size_t place_of(std::size_t p, std::size_t r) const {
     return r * k_ + static_cast<std::size_t>(slot[p]);
@@ -252,8 +260,9 @@ class cell_places {
     }
   }
 
-  // Moves place `at`'s entry to where its (new) cost sorts; every entry that crosses into
-  // another block raises that block's bound.
+  // Moves place `at`'s entry to where its (new) cost sorts; every entry it pushes into another
+  // block raises that block's bound. Its own block's bound is raised by the caller (`trade`
+  // raises the blocks of every place of both cells).
   void reorder(std::size_t at) {
     const std::size_t h = at / k_;
     entry* const base = order_.data() + h * k_;
@@ -277,7 +286,6 @@ class cell_places {
     }
     base[i] = e;
     pos_[at] = static_cast<std::int32_t>(i);
-    raise(h, i);
   }
 
   // A cell's load changed: its places' blocks' bounds rise to their reach (a bound that is
@@ -290,6 +298,7 @@ class cell_places {
   }
 
   span<const std::int64_t> caps_;
+  rank_weights ranks_;
   std::size_t k_ = 0;
   std::size_t ga_ = 0;
   std::size_t mbs_ = 0;

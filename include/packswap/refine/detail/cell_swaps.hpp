@@ -31,8 +31,7 @@ inline void bring_home_cells(span<const pack_meta> packs, const shape& s, const 
                              std::int32_t passes, cell_places& pl) {
   const auto ga = static_cast<std::size_t>(s.ga);
   const std::size_t n = packs.size();
-  pl.prepare(packs, s, caps, a);
-  const std::int64_t heavy = topo.inter_node_weight();
+  pl.prepare(packs, s, topo, caps, a);
   for (std::int32_t pass = 0; pass < passes; ++pass) {
     bool changed = false;
     for (std::size_t p = 0; p < n; ++p) {
@@ -50,20 +49,13 @@ inline void bring_home_cells(span<const pack_meta> packs, const shape& s, const 
       const std::int64_t d_hi = limit - pl.rank_load[hh];
       const std::int64_t d_lo =
           std::max(pl.rank_load[rr] - limit, pl.cell_load[rr * ga + mp] - caps[mp]);
-      const std::int64_t gain_p = -topo.weight(h, r) * packs[p].bytes;
-      const std::int32_t node_r = topo.node(r);
-      const std::int32_t node_h = topo.node(h);
+      const std::int64_t gain_p = -pl.weight(hh, rr) * packs[p].bytes;
       std::size_t best = cell_places::none;
       std::int64_t best_delta = 0;
       pl.each_fit(hh, {cost_p - d_hi, cost_p - d_lo, cost_p}, [&](std::size_t at) {
         const std::int64_t b = pl.bytes[at];
-        // topo.weight(q's home, r) - topo.weight(q's home, h), with one lookup of its node (its
-        // home is not h: the query lists no pack at home)
-        const std::int32_t sq = pl.src[at];
-        const std::int32_t node_q = topo.node(sq);
-        const std::int64_t to_r = sq == r ? 0 : node_q == node_r ? 1 : heavy;
-        const std::int64_t to_h = node_q == node_h ? 1 : heavy;
-        const std::int64_t delta = gain_p + (to_r - to_h) * b;
+        const auto sq = static_cast<std::size_t>(pl.src[at]);
+        const std::int64_t delta = gain_p + (pl.weight(sq, rr) - pl.weight(sq, hh)) * b;
         if (delta < best_delta || (delta == best_delta && delta < 0 && at < best)) {
           best = at;
           best_delta = delta;

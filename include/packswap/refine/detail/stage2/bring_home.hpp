@@ -200,8 +200,8 @@ class bring_home_phase {
           }
         };
         try_rank(h);
-        if (st.multi_node && st.node[r] != st.node[h]) {
-          const auto node = static_cast<std::size_t>(st.node[h]);
+        if (st.ranks.multi_node && st.ranks.node[r] != st.ranks.node[h]) {
+          const auto node = static_cast<std::size_t>(st.ranks.node[h]);
           for (std::size_t i = st.node_start[node]; i < st.node_start[node + 1]; ++i) {
             if (st.node_ranks[i] != h) {
               try_rank(st.node_ranks[i]);

@@ -3,6 +3,7 @@
 #include "packswap/batch.hpp"
 #include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/sort.hpp"
+#include "packswap/refine/detail/rank_weights.hpp"
 #include "packswap/refine/topology.hpp"
 
 #include <algorithm>
@@ -92,19 +93,10 @@ struct state {
     work = 0;
     work_limit = std::numeric_limits<std::int64_t>::max();
     gave_up = false;
-    node.resize(dp);
-    for (std::size_t r = 0; r < dp; ++r) {
-      node[r] = topo.node(static_cast<std::int32_t>(r));
-    }
-    inter_weight = topo.inter_node_weight();
+    ranks.assign(topo, dp);
     // Ranks grouped by node (counting sort), for the bring-home step.
-    std::int32_t nodes = 0;
-    for (const auto nd : node) {
-      nodes = std::max(nodes, nd + 1);
-    }
-    multi_node = nodes > 1;
-    node_start.assign(static_cast<std::size_t>(nodes) + 1, 0);
-    for (const auto nd : node) {
+    node_start.assign(static_cast<std::size_t>(ranks.nodes) + 1, 0);
+    for (const auto nd : ranks.node) {
       ++node_start[static_cast<std::size_t>(nd) + 1];
     }
     for (std::size_t i = 0; i + 1 < node_start.size(); ++i) {
@@ -114,7 +106,7 @@ struct state {
     {
       auto pos = node_start;
       for (std::size_t r = 0; r < dp; ++r) {
-        node_ranks[pos[static_cast<std::size_t>(node[r])]++] = r;
+        node_ranks[pos[static_cast<std::size_t>(ranks.node[r])]++] = r;
       }
     }
     input_id.assign(order.begin(), order.end());
@@ -223,12 +215,7 @@ struct state {
   }
 
   // Weight of one byte computed on rank r that comes from rank h.
-  std::int64_t weight(std::size_t h, std::size_t r) const {
-    if (h == r) {
-      return 0;
-    }
-    return multi_node && node[h] != node[r] ? inter_weight : 1;
-  }
+  std::int64_t weight(std::size_t h, std::size_t r) const { return ranks.weight(h, r); }
 
   // Weighted bytes of pack p when it is computed on rank r.
   std::int64_t away(std::size_t p, std::size_t r) const { return weight(src(p), r) * pk[p].bytes; }
@@ -474,9 +461,7 @@ struct state {
   std::size_t dp = 0, k = 0, n = 0; // ranks, micro-steps (= levels), packs
   std::int64_t limit = 0;           // on every rank's load (B)
   std::int64_t total_cost = 0;
-  std::vector<std::int32_t> node; // node of every rank
-  std::int64_t inter_weight = 1;
-  bool multi_node = false;
+  rank_weights ranks;                  // every rank's node, the weight of a byte
   std::vector<std::size_t> node_start; // ranks of node i: node_ranks[node_start[i] ..]
   std::vector<std::size_t> node_ranks;
   std::vector<std::int32_t> input_id;    // input id of every pack; internal ids follow `order`
