@@ -83,13 +83,18 @@ class bring_home_phase {
           const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 2]);
           const auto ahead = static_cast<std::size_t>(st.pk[pack].rank);
           prefetch(&st.load[ahead]);
-          prefetch(&st.full[ahead * st.k]);
+          // The line of its level in its rank's full_from row, where the walk down from it
+          // begins.
+          prefetch(&st.full[ahead * st.k + static_cast<std::size_t>(st.pk[pack].level)]);
           if (prefetch_items) {
-            // The item arrays of its home rank and its own, which the trades read in sequence.
+            // The item arrays of its home rank and its own, which the trades read in sequence:
+            // every line of their used part.
             for (const std::size_t t : {st.src(pack), ahead}) {
-              prefetch(&st.items[t * st.k]);
-              prefetch(&st.item_home[t * st.k]);
-              prefetch(&st.item_level[t * st.k]);
+              for (std::size_t i = 0; i < st.used[t]; i += 16) {
+                prefetch(&st.items[t * st.k + i]);
+                prefetch(&st.item_home[t * st.k + i]);
+                prefetch(&st.item_level[t * st.k + i]);
+              }
             }
           }
         }
@@ -171,13 +176,20 @@ class bring_home_phase {
             const std::int32_t* t_levels = &st.item_level[t * st.k];
             const std::size_t t_used = st.used[t];
             st.work += static_cast<std::int64_t>(t_used / 16 + 1);
+            // The items that pass, listed first without a branch (which of them pass follows no
+            // pattern a predictor learns), then traded in the same order.
+            const auto lo = static_cast<std::uint32_t>(lowest);
+            const auto width = static_cast<std::uint32_t>(highest) - lo; // highest >= lowest
+            std::size_t m = 0;
             for (std::size_t i = 0; i < t_used; ++i) {
-              const auto hq = static_cast<std::size_t>(t_homes[i]);
-              const std::int32_t q_level = t_levels[i];
-              if (hq != t && q_level >= lowest && static_cast<std::size_t>(q_level) <= highest) {
-                ++st.work;
-                trade(static_cast<std::size_t>(t_items[i]), hq);
-              }
+              passing_[m] = static_cast<std::int32_t>(i);
+              m += static_cast<std::size_t>(static_cast<std::size_t>(t_homes[i]) != t) &
+                   static_cast<std::size_t>(static_cast<std::uint32_t>(t_levels[i]) - lo <= width);
+            }
+            for (std::size_t j = 0; j < m; ++j) {
+              const auto i = static_cast<std::size_t>(passing_[j]);
+              ++st.work;
+              trade(static_cast<std::size_t>(t_items[i]), static_cast<std::size_t>(t_homes[i]));
             }
             return;
           }
@@ -276,13 +288,20 @@ class bring_home_phase {
         movable_for_ = p;
       }
       const std::int32_t* movable = movable_.data();
+      // The items that pair, listed first without a branch (see run()), then weighed in order.
+      std::size_t m = 0;
       for (std::size_t a = 0; a < t_used; ++a) {
         const auto l = static_cast<std::size_t>(t_levels[a]);
+        pairing_[m] = static_cast<std::int32_t>(a);
+        m += static_cast<std::size_t>(static_cast<std::size_t>(t_items[a]) != q) &
+             static_cast<std::size_t>(static_cast<std::size_t>(t_homes[a]) != t) &
+             static_cast<std::size_t>(spread[l] >= need) &
+             static_cast<std::size_t>(movable[l] >= 0);
+      }
+      for (std::size_t j = 0; j < m; ++j) {
+        const auto a = static_cast<std::size_t>(pairing_[j]);
+        const auto l = static_cast<std::size_t>(t_levels[a]);
         const auto u = static_cast<std::size_t>(t_items[a]);
-        if (u == q || static_cast<std::size_t>(t_homes[a]) == t || spread[l] < need ||
-            movable[l] < 0) {
-          continue;
-        }
         if (pairs_left_ <= 0) {
           return;
         }
@@ -358,10 +377,12 @@ class bring_home_phase {
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
-  std::vector<std::int32_t> movable_; // see index_movable()
-  std::size_t movable_for_ = 0;       // the pack movable_ was indexed for
-  std::int32_t pairs_left_ = 0;       // compensating pairs the visit may still weigh
-  std::vector<std::int32_t> away_;    // see list_away
+  std::int32_t passing_[scan_items_up_to]; // items of a rank that a trade may take; see run()
+  std::int32_t pairing_[scan_items_up_to]; // items that may pair, within one trade's compensate()
+  std::vector<std::int32_t> movable_;      // see index_movable()
+  std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
+  std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
+  std::vector<std::int32_t> away_;         // see list_away
   std::vector<char> away_mark_;
 };
 

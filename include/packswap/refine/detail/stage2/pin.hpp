@@ -75,11 +75,18 @@ class min_add_tree {
   // The smallest value in [a, b) (`none` when empty).
   std::int64_t min(std::size_t a, std::size_t b) const {
     if (n_ <= flat_up_to) {
-      std::int64_t m = none;
-      for (std::size_t i = a; i < b; ++i) {
-        m = std::min(m, min_[i]);
+      // Four running minima: one alone would make every step wait on the step before it.
+      std::int64_t m[4] = {none, none, none, none};
+      std::size_t i = a;
+      for (; i + 4 <= b; i += 4) {
+        for (std::size_t j = 0; j < 4; ++j) {
+          m[j] = std::min(m[j], min_[i + j]);
+        }
       }
-      return m;
+      for (; i < b; ++i) {
+        m[0] = std::min(m[0], min_[i]);
+      }
+      return std::min(std::min(m[0], m[1]), std::min(m[2], m[3]));
     }
     if (a >= b) {
       return none;
