@@ -231,7 +231,8 @@ class repair_phase {
     // moves the fewest bytes, unless the rank has taken many steps already. With many levels
     // each step reads O(k) and a rank may need hundreds of them: partial fixes go by gain, and
     // batches of swaps take the fewest steps.
-    const bool careful = st.k < bold_from_levels && steps_on_[r] <= careful_rank_steps;
+    const bool bold = st.k >= bold_from_levels;
+    const bool careful = !bold && steps_on_[r] <= careful_rank_steps;
     // The lowest crowded level: a pack at or below it must leave for one above it.
     std::int32_t crowded_level = -1;
     if (crowded) {
@@ -312,11 +313,18 @@ class repair_phase {
     // (`level_table`): outside level repairs, for each level of the partner's packs, r's packs of
     // that level and of the levels below it that the partner can take in its place (see
     // level_room); for a level repair, the most expensive pack the partner holds above the
-    // crowded level (it overloads the partner least), for each pick.
+    // crowded level (it overloads the partner least), for each pick. With many levels a partner
+    // costs O(k): once one has given a full fix, the step reads no further partner (at eps = 0 a
+    // limit within a hair of the mean load leaves hundreds of ranks just above it, one step
+    // each, and reading all eight partners for each took 7.6 k units per step at ga 256, more
+    // than the work bound holds for all of them: `vlm-pretrain` 1,024 x 256 ended at the bound).
     st.ensure_levels(); // built once a repair needs them: many batches need no step
     level_table(st, r, mine_);
     std::int64_t weighed = 0; // candidates, and pairs of levels, counted as work
     for (const std::size_t s2 : scratch_ranks_) {
+      if (bold && full_known()) {
+        break;
+      }
       level_table(st, s2, theirs_);
       if (crowded) {
         for (const auto& e : theirs_) {
