@@ -21,8 +21,8 @@ namespace packswap::detail::stage2 {
 /// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs (radix
 /// passes from 256 packs, a comparison sort below): O(n log dp) per sweep at worst; per unlock
 /// round O(dp) plus O(k) per far rank and a merge of the unlocked list. At most redeal_sweeps
-/// (2 unlock_rounds + 1) sweeps per run (past unlock_rounds + 1 only while a crowd of ranks just
-/// above the limit shrinks, see redeal_rounds()).
+/// (2 unlock_rounds + 1) sweeps per run (past unlock_rounds + 1 only in large batches, while a
+/// crowd of ranks just above the limit shrinks, see redeal_rounds()).
 class redeal_phase {
  public:
   // (2a) Re-deal sweeps; then ranks still far from the limit unlock one pinned home pack each and
@@ -50,6 +50,8 @@ class redeal_phase {
     auto& fresh = fresh_unlocked_;
     std::size_t crowd_before = std::numeric_limits<std::size_t>::max(); // see below
     bool crowd_last = false;
+    const std::int32_t last_round =
+        st.n >= more_crowds_from ? 2 * t.unlock_rounds : t.unlock_rounds; // see below
     for (std::int32_t round = 0;; ++round) {
       for (std::int32_t sweep = 0; sweep < t.redeal_sweeps; ++sweep) {
         if (!redeal(st)) {
@@ -106,16 +108,20 @@ class redeal_phase {
       // than the mean room, none of them far, and the repair would fix them one step each. In
       // the last round, and in a later round that finds no far rank, every rank above the limit
       // counts as far while they are many (an eighth of the ranks, and t.crowd_min) and fewer
-      // than the last time they did. While a crowd round leaves them so, crowd rounds go on past
-      // t.unlock_rounds, up to twice as many rounds in all: the sweeps after each start from a
-      // better balance. (`high-res` at dp 16,384 x ga 16, eps 0: 14,452 ranks above the limit
-      // before the first crowd round, 11,344 after it, and none after the second, where the
-      // repair had taken 2 million units of work to fix 4,109 of them and then stuck.)
+      // than the last time they did. In batches of `more_crowds_from` packs or more, while a
+      // crowd round leaves them so, crowd rounds go on past t.unlock_rounds, up to twice as many
+      // rounds in all: the sweeps after each start from a better balance. (`high-res` at dp
+      // 16,384 x ga 16, eps 0: 14,452 ranks above the limit before the first crowd round, 11,344
+      // after it, and none after the second, where the repair had taken 2 million units of work
+      // to fix 4,109 of them and then stuck.) Each round unlocks more pins, which can cost bytes:
+      // in smaller batches, where the repair's work costs milliseconds at most, the rounds moved
+      // more bytes on the benchmark workloads (`high-res` 256 x 16 at eps 0 over 100 seeds: mean
+      // 0.479 of Karmarkar-Karp's bytes against 0.475, 14 more batches above 0.5).
       const bool crowd_now =
           (round + 1 >= t.unlock_rounds || (round > 0 && far.empty())) &&
           over >= std::max(st.dp / 8, static_cast<std::size_t>(std::max(0, t.crowd_min))) &&
           over < crowd_before;
-      if (round >= t.unlock_rounds && (!crowd_now || round >= 2 * t.unlock_rounds)) {
+      if (round >= t.unlock_rounds && (!crowd_now || round >= last_round)) {
         break;
       }
       crowd_last = crowd_now;
@@ -298,6 +304,8 @@ class redeal_phase {
     }
     order_asc(keys, redeal_from_, redeal_sort_);
   }
+
+  static constexpr std::size_t more_crowds_from = 65536; // packs; see redeal_rounds()
 
   std::vector<std::int32_t> unlocked_; // see collect_unlocked()
   std::vector<std::size_t> unlocked_start_;
