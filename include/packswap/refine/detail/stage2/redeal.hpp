@@ -58,7 +58,7 @@ class redeal_phase {
           break;
         }
       }
-      if (round >= t.unlock_rounds && !crowd_last) {
+      if (round >= t.unlock_rounds && (!crowd_last || round >= last_round)) {
         break;
       }
       // The mean room of a rank, floor(sum / dp) as quotient and remainder: with costs near the
@@ -121,7 +121,7 @@ class redeal_phase {
           (round + 1 >= t.unlock_rounds || (round > 0 && far.empty())) &&
           over >= std::max(st.dp / 8, static_cast<std::size_t>(std::max(0, t.crowd_min))) &&
           over < crowd_before;
-      if (round >= t.unlock_rounds && (!crowd_now || round >= last_round)) {
+      if (round >= t.unlock_rounds && !crowd_now) {
         break;
       }
       crowd_last = crowd_now;

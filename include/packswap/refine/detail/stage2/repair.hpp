@@ -182,10 +182,10 @@ class repair_phase {
   // of Karmarkar-Karp's bytes fewer, which is worth its work only while the work lasts. On the
   // stress set it changes only batches at ga 16 whose repairs take a step for most ranks
   // (`multiples`, costs from 15 values: 8.4-8.7 million units at 262,144 packs, and up to 41
-  // million, past the bound, at 1,048,576; `ties`, `high-res`): 19-48% fewer units, moved bytes
-  // within 0.003 of Karmarkar-Karp's of what they were, and the four `multiples` batches that
-  // ended at the bound now end within it, moving 0.25 instead of 0.28-0.38. Integers and work
-  // counts only. O(1).
+  // million, past the bound, at 1,048,576; `ties`, `high-res`): 19-48% fewer units than reading
+  // every partner, moved bytes within 0.003 of Karmarkar-Karp's of what that moves, and four
+  // `multiples` batches that would end at the bound end within it, moving 0.25 instead of the
+  // fallback's 0.28-0.38. Integers and work counts only. O(1).
   bool short_of_work(const state& st) const {
     const std::int64_t spent = st.work - start_work_ - level_work_;
     const std::int64_t left = st.work_limit - st.work;
