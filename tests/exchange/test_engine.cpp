@@ -267,11 +267,15 @@ TEST_CASE("destruction cancels the operations in flight newest first") {
     e.submit(b0.packs);
     e.submit(b1.packs);
   }
-  std::vector<std::ptrdiff_t> order; // the start index of each cancelled operation
+  // The start index of each cancelled operation. The engine reuses a finished operation's
+  // request for a later start (the batch's gather and digest check finish while exchanges start,
+  // on a timing of their own), so a request's last start is the one that was in flight: nothing
+  // starts once destruction begins.
+  std::vector<std::ptrdiff_t> order;
   for (const auto* req : t.cancelled) {
-    const auto at = std::find(t.started.begin(), t.started.end(), req);
-    REQUIRE(at != t.started.end());
-    order.push_back(at - t.started.begin());
+    const auto at = std::find(t.started.rbegin(), t.started.rend(), req);
+    REQUIRE(at != t.started.rend());
+    order.push_back(t.started.rend() - at - 1);
   }
   CAPTURE(order.size());
   CHECK(order.size() >= 4);
