@@ -1,5 +1,7 @@
 #pragma once
 
+#include "packswap/detail/products.hpp"
+
 #include <cstdint>
 
 namespace packswap::detail {
@@ -11,22 +13,6 @@ constexpr std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
-}
-
-/// `hi:lo` = a * b, the full 128-bit product, portably.
-constexpr void mul_64x64(std::uint64_t a, std::uint64_t b, std::uint64_t& hi,
-                         std::uint64_t& lo) noexcept {
-  const std::uint64_t a_lo = a & 0xffffffffULL;
-  const std::uint64_t a_hi = a >> 32;
-  const std::uint64_t b_lo = b & 0xffffffffULL;
-  const std::uint64_t b_hi = b >> 32;
-  const std::uint64_t p0 = a_lo * b_lo;
-  const std::uint64_t p1 = a_lo * b_hi;
-  const std::uint64_t p2 = a_hi * b_lo;
-  const std::uint64_t p3 = a_hi * b_hi;
-  const std::uint64_t mid = (p0 >> 32) + (p1 & 0xffffffffULL) + (p2 & 0xffffffffULL);
-  lo = (mid << 32) | (p0 & 0xffffffffULL);
-  hi = p3 + (p1 >> 32) + (p2 >> 32) + (mid >> 32);
 }
 
 } // namespace packswap::detail

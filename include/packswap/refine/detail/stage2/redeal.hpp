@@ -1,6 +1,7 @@
 #pragma once
 
 #include "packswap/detail/prefetch.hpp"
+#include "packswap/detail/products.hpp"
 #include "packswap/detail/sort.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
@@ -165,7 +166,7 @@ class redeal_phase {
         const auto r = static_cast<std::size_t>(far[f]);
         const bool low = st.limit - st.load[r] >= far_below;
         std::size_t pick = st.n;
-        long double pick_leverage = 0;
+        std::int64_t pick_swing = 0;
         for (std::size_t i = 0; i < st.used[r]; ++i) {
           const auto p = static_cast<std::size_t>(st.items[r * st.k + i]);
           const auto l = static_cast<std::size_t>(st.pk[p].level);
@@ -177,11 +178,11 @@ class redeal_phase {
           if (swing <= 0) {
             continue;
           }
-          const long double leverage =
-              static_cast<long double>(swing) / static_cast<long double>(st.pk[p].bytes + 1);
-          if (pick == st.n || leverage > pick_leverage) {
+          // Leverage swing / (bytes + 1), compared exactly.
+          if (pick == st.n ||
+              compare_products(swing, st.pk[pick].bytes + 1, pick_swing, st.pk[p].bytes + 1) > 0) {
             pick = p;
-            pick_leverage = leverage;
+            pick_swing = swing;
           }
         }
         if (pick < st.n) {

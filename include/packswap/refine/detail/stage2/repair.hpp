@@ -1,6 +1,6 @@
 #pragma once
 
-#include "packswap/detail/prng.hpp"
+#include "packswap/detail/products.hpp"
 #include "packswap/refine/detail/stage2/chain.hpp"
 #include "packswap/refine/detail/stage2/pick.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
@@ -582,20 +582,6 @@ class repair_phase {
     const std::size_t lb = st.level_begin[static_cast<std::size_t>(st.pk[x].level)];
     return st.sorted_cost[lb] < key ? first_not_below(st.sorted_cost, lb + 1, st.n - 1 - x, key)
                                     : first_not_below(st.sorted_cost, 0, lb, key);
-  }
-
-  // Sign of a * b - c * d for non-negative operands, exactly (128-bit products).
-  static int compare_products(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
-    std::uint64_t ab_hi = 0;
-    std::uint64_t ab_lo = 0;
-    std::uint64_t cd_hi = 0;
-    std::uint64_t cd_lo = 0;
-    mul_64x64(static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b), ab_hi, ab_lo);
-    mul_64x64(static_cast<std::uint64_t>(c), static_cast<std::uint64_t>(d), cd_hi, cd_lo);
-    if (ab_hi != cd_hi) {
-      return ab_hi < cd_hi ? -1 : 1;
-    }
-    return ab_lo == cd_lo ? 0 : (ab_lo < cd_lo ? -1 : 1);
   }
 
   // Partners for the picked packs through the cost index: a full fix needs cost(y) <= cost(x) -
