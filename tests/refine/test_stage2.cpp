@@ -553,4 +553,18 @@ TEST_CASE("in large batches the re-deal's crowd rounds go on while the crowd's e
   const shape s{1024, 256, 1};
   CHECK(over_after_redeal(preset_batch("vlm-pretrain", s, 3), s, {}) == 0);
 }
+
+TEST_CASE("in large batches a few ranks just above the limit unlock pins to cover their excess") {
+  // pareto at dp 1,024 x ga 256 (262,144 packs), eps = 0: giant packs set the limit and the
+  // other ranks keep much room, so the few ranks the sweeps leave above it are not far. Each
+  // unlocks as many pins as its excess needs (redeal_phase::unlock_to_cover); the search then
+  // ends with a fraction of the work it took when they unlocked none (seed 1: 3.97 million units,
+  // stopped by the bound; seed 2: 6.35 million), and keeps A and B.
+  const shape s{1024, 256, 1};
+  for (int seed = 1; seed <= 2; ++seed) {
+    const auto sol = solve_stress_eps0(s, test::stress::dist::pareto, seed);
+    CHECK_FALSE(sol.stage2_bounded);
+    CHECK(8 * sol.stage2_work < detail::stage2_search_bound(s.packs()));
+  }
+}
 #endif
