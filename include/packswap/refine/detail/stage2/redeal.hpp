@@ -23,10 +23,10 @@ namespace packswap::detail::stage2 {
 /// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs (radix
 /// passes from 256 packs, a comparison sort below): O(n log dp) per sweep at worst; per unlock
 /// round O(dp) plus O(k) per far rank (O(k log k) for a rank above the limit in a large batch,
-/// see unlock_to_cover()) and a merge of the unlocked list. At most redeal_sweeps
-/// (2 unlock_rounds + 1) sweeps per run (past unlock_rounds + 1 only in large batches, while a
-/// crowd of ranks just above the limit shrinks or its summed excess falls by an eighth, see
-/// redeal_rounds()).
+/// see unlock_to_cover(); O(k) where one pin covers it) and a merge of the unlocked list. At most
+/// redeal_sweeps (2 unlock_rounds + 1) sweeps per run (past unlock_rounds + 1 only in large
+/// batches, while a crowd of ranks just above the limit shrinks or its summed excess falls by an
+/// eighth, see redeal_rounds()).
 class redeal_phase {
  public:
   // (2a) Re-deal sweeps; then ranks still far from the limit unlock one pinned home pack each and
@@ -226,7 +226,7 @@ class redeal_phase {
   // 1,048,576 packs: 1.4-1.9 and 5.5-6.4 million units of work to 0.46-0.47 and 1.8 million.
   // In smaller batches, where that work costs milliseconds, the extra pins moved up to 0.2 of
   // Karmarkar-Karp's bytes more (`pareto` at dp 2 x ga 1,024: 0.26 -> 0.46), so a rank there
-  // unlocks one pin a round. O(k log k).
+  // unlocks one pin a round. O(k) per pin for the first selected_first pins, then O(k log k).
   void unlock_to_cover(state& st, std::size_t r, const std::vector<std::int64_t>& lightest,
                        const std::vector<std::int64_t>& heaviest,
                        std::vector<std::int32_t>& fresh) {
@@ -244,19 +244,28 @@ class redeal_phase {
                      static_cast<std::int32_t>(i)});
       }
     }
-    std::sort(c.begin(), c.end(), [](const pin_swing& a, const pin_swing& b) {
+    const auto before = [](const pin_swing& a, const pin_swing& b) {
       const int by_leverage = compare_products(a.swing, b.bytes_1, b.swing, a.bytes_1);
       return by_leverage != 0 ? by_leverage > 0 : a.item < b.item;
-    });
+    };
+    // In that order: the first few by selection, O(k) each (a rank just above the limit mostly
+    // needs one, and sorting the k candidates of each of a crowd of such ranks cost `vlm-pretrain`
+    // 1,024 x 256 at eps 0 half its solve time again), the rest, where needed, by a sort.
     const std::int64_t excess = st.excess(r);
     std::int64_t covered = 0;
-    for (const auto& e : c) {
-      if (covered >= excess) {
-        break;
+    for (std::size_t taken = 0; taken < c.size() && covered < excess; ++taken) {
+      if (taken == selected_first) {
+        std::sort(c.begin() + static_cast<std::ptrdiff_t>(taken), c.end(), before);
+      } else if (taken < selected_first) {
+        std::size_t best = taken;
+        for (std::size_t j = taken + 1; j < c.size(); ++j) {
+          best = before(c[j], c[best]) ? j : best;
+        }
+        std::swap(c[taken], c[best]);
       }
-      covered += e.swing;
-      st.locked[static_cast<std::size_t>(e.pack)] = 0;
-      fresh.push_back(e.pack);
+      covered += c[taken].swing;
+      st.locked[static_cast<std::size_t>(c[taken].pack)] = 0;
+      fresh.push_back(c[taken].pack);
     }
   }
 
@@ -387,6 +396,7 @@ class redeal_phase {
   }
 
   static constexpr std::size_t more_crowds_from = 65536; // packs; see redeal_rounds()
+  static constexpr std::size_t selected_first = 8;       // see unlock_to_cover()
 
   std::vector<std::int32_t> unlocked_; // see collect_unlocked()
   std::vector<std::size_t> unlocked_start_;
