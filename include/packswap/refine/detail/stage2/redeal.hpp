@@ -219,11 +219,12 @@ class redeal_phase {
   // never. With the few ranks above the limit that redeal_rounds() adds in large batches, this
   // helps where the limit is set by a few heavy ranks and the others keep much room, so that
   // the ranks just above it are not far: `pareto` at dp 1,024 x ga 256, eps 0 (262,144 packs),
-  // had 7 ranks above the limit by 6.65 million us in all against a mean room of 530 million,
-  // none unlocked a pin, and the repair spent 4.0 and 6.4 million units of work (seeds 1 and 2;
-  // the first stopped at the bound); it now spends 0.78 and 0.77 million, moving 0.32 and 0.34
-  // of Karmarkar-Karp's bytes instead of 0.27 and 0.29. At eps 0.01, `bimodal` at 262,144 and
-  // 1,048,576 packs: 1.4-1.9 and 5.5-6.4 million units of work to 0.46-0.47 and 1.8 million.
+  // has 7 ranks above the limit by 6.65 million us in all against a mean room of 530 million;
+  // with one pin each, and only when far, none unlocks, and the repair spends 4.0 and 6.4
+  // million units of work (seeds 1 and 2; the first stops at the bound); covering, 0.78 and
+  // 0.77 million, moving 0.32 and 0.34 of Karmarkar-Karp's bytes against 0.27 and 0.29. At eps
+  // 0.01, `bimodal` at 262,144 and 1,048,576 packs: 1.4-1.9 and 5.5-6.4 million units of work
+  // against 0.46-0.47 and 1.8 million.
   // In smaller batches, where that work costs milliseconds, the extra pins moved up to 0.2 of
   // Karmarkar-Karp's bytes more (`pareto` at dp 2 x ga 1,024: 0.26 -> 0.46), so a rank there
   // unlocks one pin a round. O(k) per pin for the first selected_first pins, then O(k log k).
