@@ -567,4 +567,19 @@ TEST_CASE("in large batches a few ranks just above the limit unlock pins to cove
     CHECK(8 * sol.stage2_work < detail::stage2_search_bound(s.packs()));
   }
 }
+
+TEST_CASE("a repair short of work takes a partner's full fix without searching the cost index") {
+  // multiples at dp 16,384 x ga 16 (262,144 packs), eps = 0: costs from 15 values, one to a
+  // level, so the re-deal moves no load and the repair takes a cross-level swap for most ranks
+  // over the limit; past the point where it would need more than half the work left
+  // (repair_phase::short_of_work), a step takes the first partner's full fix. Searching the cost
+  // index as well for one moving fewer bytes took 6.81 and 6.57 million units (0.76 and 0.74 of
+  // the search's bound); without, 5.47 and 5.25 million, with A and B kept.
+  const shape s{16384, 16, 1};
+  for (int seed = 1; seed <= 2; ++seed) {
+    const auto sol = solve_stress_eps0(s, test::stress::dist::multiples, seed);
+    CHECK_FALSE(sol.stage2_bounded);
+    CHECK(10 * sol.stage2_work < 7 * detail::stage2_search_bound(s.packs()));
+  }
+}
 #endif
