@@ -25,14 +25,13 @@ namespace packswap::detail::stage2 {
 /// and of the cost index, where a full fix (r and its partner within the limit) moving the
 /// fewest bytes wins (with 64 levels or more, or once the attempt runs short of work, no
 /// partner is read after one that gave a full fix; once it runs short of work, nor the cost
-/// index); (2) with 64 levels or more, several same-level
-/// swaps at once with the roomiest ranks (`batch_step`); (3) the best single partial fix, among
-/// four times as many picks (by gain with 64 levels or more, else by bytes); (4) in the chained
-/// attempts, two swaps in a chain (`chain_search`). Returns false, naming the rank, when no swap
-/// helps it, or when out of swaps or out of work (`state::out_of_work`), or when the attempt's
-/// repairs, at the pace they go, cannot end it within the work left (`hopeless`: then the search
-/// gives up the rest of its work and no later attempt runs, as the answer at the bound would be the
-/// fallback's anyway).
+/// index); (2) with 64 levels or more, several same-level swaps at once with the roomiest ranks
+/// (`batch_step`); (3) the best single partial fix, among four times as many picks (by gain with
+/// 64 levels or more, else by bytes); (4) in the chained attempts, two swaps in a chain
+/// (`chain_search`). Returns false, naming the rank, when no swap helps it, or when out of swaps
+/// or out of work (`state::out_of_work`), or when the attempt's repairs, at the pace they go,
+/// cannot end it within the work left (`hopeless`: then the search gives up the rest of its work
+/// and no later attempt runs, as the answer at the bound would be the fallback's anyway).
 ///
 /// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step,
 /// for p picks (repair_picks of each kind, four times as many for a partial fix) and the m
