@@ -334,8 +334,9 @@ class repair_phase {
       weigh(x, y, s2);
     };
     const auto full_known = [&] { return found && best.full == 1; };
-    // A full fix that moves no more bytes cannot be beaten by much: stop looking.
-    const auto settled = [&] { return found && best.full == 1 && best.delta <= 0; };
+    // A full fix that moves no more bytes cannot be beaten by much, and once the attempt is
+    // hurried any full fix is taken (see short_of_work()): stop looking.
+    const auto settled = [&] { return full_known() && (hurried_ || best.delta <= 0); };
     pick_(st, r, exc, crowded_level, tuning_.repair_picks);
     roomiest(st, static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
     // The roomiest ranks first: most fixes need a partner with room. Both ranks' packs by level
@@ -395,9 +396,7 @@ class repair_phase {
       }
     }
     st.work += weighed;
-    // The cost index may hold a full fix moving fewer bytes than a partner's; once the attempt
-    // is hurried, a partner's full fix is taken without looking (see short_of_work()).
-    if (!settled() && !(hurried_ && full_known())) {
+    if (!settled()) {
       index_search(st, exc, crowded, consider, full_known);
     }
     if (!crowded && (!found || best.full == 0)) {
