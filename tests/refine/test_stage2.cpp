@@ -543,6 +543,24 @@ TEST_CASE("the re-deal unlocks a crowd of ranks just above the limit") {
   }
 }
 
+TEST_CASE("the repair goes on past ranks it cannot fix, and all of them give up their pins") {
+  // high-res at dp 4,096 x ga 4, eps = 0: four packs a rank, and the repair meets a rank no swap
+  // helps after a few hundred steps. Ending each round there, one rank unlocking a round, took
+  // 0.65, 0.63 and 0.90 million units of work (seeds 1-3, 0.62-0.86 of the search's bound);
+  // repairing the other ranks first and unlocking every rank passed over, 0.24, 0.12 and 0.28
+  // million, keeping A and B.
+  const shape s{4096, 4, 1};
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const auto packs = preset_batch("high-res", s, seed);
+    const solve_options opt{};
+    const auto sol = solve(packs, s, opt);
+    INFO("seed=" << seed << " work=" << sol.stage2_work);
+    check_keeps_stage1(packs, s, opt, sol);
+    CHECK_FALSE(sol.stage2_bounded);
+    CHECK(3 * sol.stage2_work < detail::stage2_search_bound(s.packs()));
+  }
+}
+
 #ifndef PACKSWAP_TEST_SANITIZED
 TEST_CASE("in large batches the re-deal's crowd rounds go on while the crowd's excess falls") {
   // vlm-pretrain at dp 1,024 x ga 256 (262,144 packs), eps = 0, seed 3: the first crowd round

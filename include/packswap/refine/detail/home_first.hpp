@@ -85,9 +85,9 @@ class home_first {
       fill_.run(st_);
     }
     repair_.start_attempt();
-    // When the repair gets stuck on a rank (typically the one holding a giant pack, which needs
-    // the lightest pack of every level), that rank's pins go and the pool is balanced again: the
-    // re-deal hands the heaviest rank the lightest packs. A round that ends stuck no nearer than
+    // When the repair gets stuck on ranks (typically one holding a giant pack, which needs the
+    // lightest pack of every level), their pins go and the pool is balanced again: the re-deal
+    // hands the heaviest rank the lightest packs. A round that ends stuck no nearer than
     // the round before it (`shortfall`: no less load excess and no fewer crowded levels) ends
     // the attempt: releasing pins again has not helped, and the rounds left would repeat the
     // same work (on the stress set they end at the same excess, often on the same rank).
@@ -111,8 +111,10 @@ class home_first {
           return false; // no progress: give up
         }
         before = now;
-        for (std::size_t i = 0; i < st_.used[stuck]; ++i) {
-          st_.locked[static_cast<std::size_t>(st_.items[stuck * st_.k + i])] = 0;
+        for (const std::size_t r : repair_.stuck_ranks()) {
+          for (std::size_t i = 0; i < st_.used[r]; ++i) {
+            st_.locked[static_cast<std::size_t>(st_.items[r * st_.k + i])] = 0;
+          }
         }
       }
     }

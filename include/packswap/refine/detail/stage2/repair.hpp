@@ -28,10 +28,12 @@ namespace packswap::detail::stage2 {
 /// index); (2) with 64 levels or more, several same-level swaps at once with the roomiest ranks
 /// (`batch_step`); (3) the best single partial fix, among four times as many picks (by gain with
 /// 64 levels or more, else by bytes); (4) in the chained attempts, two swaps in a chain
-/// (`chain_search`). Returns false, naming the rank, when no swap helps it, or when out of swaps
-/// or out of work (`state::out_of_work`), or when the attempt's repairs, at the pace they go,
-/// cannot end it within the work left (`hopeless`: then the search gives up the rest of its work
-/// and no later attempt runs, as the answer at the bound would be the fallback's anyway).
+/// (`chain_search`). A rank no swap helps is passed over while the attempt is not short of work
+/// (`short_of_work`), and the others repaired; the run then returns false, naming the ranks
+/// passed over (`stuck_ranks`), for the caller to free their pins. It also returns false when
+/// out of swaps or out of work (`state::out_of_work`), or when the attempt's repairs, at the pace
+/// they go, cannot end it within the work left (`hopeless`: then the search gives up the rest of
+/// its work and no later attempt runs, as the answer at the bound would be the fallback's anyway).
 ///
 /// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step,
 /// for p picks (repair_picks of each kind, four times as many for a partial fix) and the m
@@ -44,10 +46,21 @@ namespace packswap::detail::stage2 {
 class repair_phase {
  public:
   // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
-  // when out of swaps or work (`stuck` stays dp) or when no swap helps rank `stuck`. With
+  // when out of swaps or work (`stuck` stays dp) or when no swap helps some rank: `stuck` is then
+  // the first such rank, and `stuck_ranks()` lists every one. A rank no swap helps is passed over
+  // while the attempt is not hurried (see short_of_work()): the ranks after it are repaired in
+  // the same run, and the caller frees the pins of all those passed over at once, before its next
+  // re-deal. (Ending the run at the first such rank, as once: `high-res` at dp 4,096 x ga 4, four
+  // packs a rank, meets one after a few hundred steps, and each of up to five rounds unlocked one
+  // rank: 0.37-0.90 million units of work over its six batches at eps 0 and 0.001; passing over,
+  // 0.09-0.28 million, moved bytes within 0.008 of Karmarkar-Karp's.) Once hurried, the run ends at
+  // the next rank no swap helps: a repair that slow mostly sheds little per step, and going on
+  // spends the work the re-deal after an unlock would use better (`bimodal` at dp 1,024 x ga 16,
+  // eps 0.001, seed 2: passing over ran out of work where ending the run succeeds). With
   // `tuning::chains`, a rank no single swap helps tries two swaps in a chain (`chain_search`)
   // first, up to `tuning::chain_steps` times.
   bool run(state& st, const tuning& t, std::size_t& stuck) {
+    stuck_.clear();
     tuning_ = t;
     steps_on_.assign(st.dp, 0);
     const std::int64_t budget =
@@ -98,8 +111,15 @@ class repair_phase {
         std::size_t s1 = st.dp;
         std::size_t s2 = st.dp;
         if (chains_left == 0 || !chain_.step(st, tuning_, r, s1, s2)) {
-          stuck = st.out_of_work() ? st.dp : r;
-          return false;
+          if (st.out_of_work()) {
+            return false;
+          }
+          stuck_.push_back(r);
+          if (hurried_) {
+            stuck = stuck_.front();
+            return false;
+          }
+          continue; // passed over
         }
         changed_.push_back(s1);
         changed_.push_back(s2);
@@ -120,8 +140,15 @@ class repair_phase {
         }
       }
     }
+    if (!stuck_.empty()) {
+      stuck = stuck_.front();
+      return false;
+    }
     return true;
   }
+
+  // The ranks the last run() could not repair, in the order it met them.
+  const std::vector<std::size_t>& stuck_ranks() const { return stuck_; }
 
   // A new attempt: its repair rounds are judged together (see hopeless()).
   void start_attempt() {
@@ -725,6 +752,7 @@ class repair_phase {
   pack_picker pick_;
   chain_search chain_;
   std::vector<std::size_t> changed_;   // the ranks a step changed
+  std::vector<std::size_t> stuck_;     // see stuck_ranks()
   std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
   static constexpr std::size_t bold_from_levels = 64;
   static constexpr std::int32_t careful_steps = 2;         // see batch_step()
