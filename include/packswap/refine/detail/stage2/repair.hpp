@@ -50,10 +50,10 @@ class repair_phase {
   // the first such rank, and `stuck_ranks()` lists every one. A rank no swap helps is passed over
   // while the attempt is not hurried (see short_of_work()): the ranks after it are repaired in
   // the same run, and the caller frees the pins of all those passed over at once, before its next
-  // re-deal. (Ending the run at the first such rank, as once: `high-res` at dp 4,096 x ga 4, four
-  // packs a rank, meets one after a few hundred steps, and each of up to five rounds unlocked one
-  // rank: 0.37-0.90 million units of work over its six batches at eps 0 and 0.001; passing over,
-  // 0.09-0.28 million, moved bytes within 0.008 of Karmarkar-Karp's.) Once hurried, the run ends at
+  // re-deal. (`high-res` at dp 4,096 x ga 4, four packs a rank, meets such a rank after a few
+  // hundred steps: ending the run there, one rank unlocking a round for up to five rounds, its six
+  // batches at eps 0 and 0.001 take 0.37-0.90 million units of work; passing over, 0.09-0.28
+  // million, moving within 0.008 of Karmarkar-Karp's bytes of that.) Once hurried, the run ends at
   // the next rank no swap helps: a repair that slow mostly sheds little per step, and going on
   // spends the work the re-deal after an unlock would use better (`bimodal` at dp 1,024 x ga 16,
   // eps 0.001, seed 2: passing over ran out of work where ending the run succeeds). With
