@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <tuple>
 #include <utility>
 #include <vector>
 
