@@ -237,22 +237,9 @@ inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, ass
                                 const topology& topo) {
   rank_matching matching;
   const auto& name = matching.run(packs, a, static_cast<std::size_t>(s.dp));
-  // The bytes moved under the old names and under the new ones, in one pass.
-  byte_totals before;
-  byte_totals after;
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    const std::int32_t from = packs[p].source_rank;
-    const std::int32_t old_name = a[p].rank;
-    const std::int32_t new_name = name[static_cast<std::size_t>(old_name)];
-    const std::int64_t bytes = packs[p].bytes;
-    const std::int32_t home_node = topo.node(from);
-    if (from != old_name) {
-      (home_node == topo.node(old_name) ? before.intra : before.inter) += bytes;
-    }
-    if (from != new_name) {
-      (home_node == topo.node(new_name) ? after.intra : after.inter) += bytes;
-    }
-  }
+  const auto before = bytes_of(packs, topo, [&](std::size_t p) { return a[p].rank; });
+  const auto after = bytes_of(
+      packs, topo, [&](std::size_t p) { return name[static_cast<std::size_t>(a[p].rank)]; });
   if (topo.weighted(after.intra, after.inter) >= topo.weighted(before.intra, before.inter)) {
     return a;
   }
