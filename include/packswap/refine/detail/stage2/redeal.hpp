@@ -23,7 +23,8 @@ namespace packswap::detail::stage2 {
 /// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs (radix
 /// passes from 256 packs, a comparison sort below): O(n log dp) per sweep at worst; per unlock
 /// round O(dp) plus O(k) per far rank (O(k log k) for a rank above the limit in a large batch,
-/// see unlock_to_cover(); O(k) where one pin covers it) and a merge of the unlocked list. At most
+/// see unlock_to_cover(); O(k) where one pin covers it) and a merge of the unlocked list (O(k) to
+/// shift the levels' stretches, plus the unlocked packs and the fresh ones sorted). At most
 /// redeal_sweeps (2 unlock_rounds + 1) sweeps per run (past unlock_rounds + 1 only in large
 /// batches, while a crowd of ranks just above the limit shrinks or its summed excess falls by an
 /// eighth, see redeal_rounds()).
@@ -235,8 +236,14 @@ class redeal_phase {
     c.clear();
     for (std::size_t i = 0; i < st.used[r]; ++i) {
       const auto p = static_cast<std::size_t>(st.items[r * st.k + i]);
-      const auto l = static_cast<std::size_t>(st.pk[p].level);
-      if (st.locked[p] == 0 || heaviest[l] < 0) {
+      // Unlocked packs are passed over before their records are read (a third of a crowd
+      // rank's items at dp 1,024 x ga 256): a pin's place is current, so its level is the one
+      // beside it.
+      if (st.locked[p] == 0) {
+        continue;
+      }
+      const auto l = static_cast<std::size_t>(st.item_level[r * st.k + i]);
+      if (heaviest[l] < 0) {
         continue;
       }
       const std::int64_t swing = st.pk[p].cost - lightest[l];
@@ -301,12 +308,17 @@ class redeal_phase {
   // stays in id order.
   void add_unlocked(const state& st, std::vector<std::int32_t>& fresh) {
     std::sort(fresh.begin(), fresh.end());
+    // Level l's stretch starts later by the fresh packs of lower levels: counted per level, then
+    // summed upward.
+    auto& at_level = fresh_at_level_;
+    at_level.assign(st.k, 0);
     for (const auto p : fresh) {
-      // Level l's stretch starts later by the fresh packs of lower levels.
-      for (std::size_t l = static_cast<std::size_t>(st.pk[static_cast<std::size_t>(p)].level) + 1;
-           l <= st.k; ++l) {
-        ++unlocked_start_[l];
-      }
+      ++at_level[static_cast<std::size_t>(st.pk[static_cast<std::size_t>(p)].level)];
+    }
+    std::size_t below = 0;
+    for (std::size_t l = 1; l <= st.k; ++l) {
+      below += at_level[l - 1];
+      unlocked_start_[l] += below;
     }
     std::size_t a = unlocked_.size();
     std::size_t b = fresh.size();
@@ -408,6 +420,7 @@ class redeal_phase {
   order_scratch redeal_sort_;
   std::vector<std::uint64_t> redeal_moved_;
   std::vector<std::int32_t> fresh_unlocked_; // see redeal_rounds()
+  std::vector<std::size_t> fresh_at_level_;  // see add_unlocked()
   std::vector<std::int32_t> far_ranks_;      // see redeal_rounds()
   struct pin_swing {
     std::int64_t swing;
