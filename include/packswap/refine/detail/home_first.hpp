@@ -100,10 +100,9 @@ class home_first {
       if (round == 0 && !restored && over_limit()) {
         start_.save(st_, t);
       }
-      std::size_t stuck = st_.dp;
-      repaired = repair_.run(st_, t, stuck);
+      repaired = repair_.run(st_, t);
       if (!repaired) {
-        if (stuck == st_.dp) {
+        if (repair_.stuck_ranks().empty()) {
           return false; // out of swaps: give up
         }
         const shortfall now = shortfall_now();

@@ -46,8 +46,8 @@ namespace packswap::detail::stage2 {
 class repair_phase {
  public:
   // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
-  // when out of swaps or work (`stuck` stays dp) or when no swap helps some rank: `stuck` is then
-  // the first such rank, and `stuck_ranks()` lists every one. A rank no swap helps is passed over
+  // when out of swaps or work (`stuck_ranks()` then empty: the attempt gives up) or when no swap
+  // helps some rank (`stuck_ranks()` lists every such rank). A rank no swap helps is passed over
   // while the attempt is not hurried (see short_of_work()): the ranks after it are repaired in
   // the same run, and the caller frees the pins of all those passed over at once, before its next
   // re-deal. (`high-res` at dp 4,096 x ga 4, four packs a rank, meets such a rank after a few
@@ -59,8 +59,13 @@ class repair_phase {
   // eps 0.001, seed 2: passing over ran out of work where ending the run succeeds). With
   // `tuning::chains`, a rank no single swap helps tries two swaps in a chain (`chain_search`)
   // first, up to `tuning::chain_steps` times.
-  bool run(state& st, const tuning& t, std::size_t& stuck) {
+  bool run(state& st, const tuning& t) {
     stuck_.clear();
+    // Out of swaps or work: no rank is named, whatever was passed over.
+    const auto give_up = [&] {
+      stuck_.clear();
+      return false;
+    };
     tuning_ = t;
     steps_on_.assign(st.dp, 0);
     const std::int64_t budget =
@@ -96,11 +101,11 @@ class repair_phase {
         continue; // stale; a fresh entry was pushed when the rank changed
       }
       if (++swaps > budget || st.out_of_work()) {
-        return false;
+        return give_up();
       }
       if (hopeless(st)) {
         st.gave_up = true; // the fallback's allowance is counted from here
-        return false;
+        return give_up();
       }
       hurried_ = hurried_ || short_of_work(st);
       changed_.assign(1, r);
@@ -112,11 +117,10 @@ class repair_phase {
         std::size_t s2 = st.dp;
         if (chains_left == 0 || !chain_.step(st, tuning_, r, s1, s2)) {
           if (st.out_of_work()) {
-            return false;
+            return give_up();
           }
           stuck_.push_back(r);
           if (hurried_) {
-            stuck = stuck_.front();
             return false;
           }
           continue; // passed over
@@ -140,14 +144,11 @@ class repair_phase {
         }
       }
     }
-    if (!stuck_.empty()) {
-      stuck = stuck_.front();
-      return false;
-    }
-    return true;
+    return stuck_.empty();
   }
 
-  // The ranks the last run() could not repair, in the order it met them.
+  // The ranks the last run() could not repair, in the order it met them; empty when it gave up
+  // (out of swaps or work) or succeeded.
   const std::vector<std::size_t>& stuck_ranks() const { return stuck_; }
 
   // A new attempt: its repair rounds are judged together (see hopeless()).
