@@ -103,7 +103,7 @@ class home_first {
       repaired = repair_.run(st_, t);
       if (!repaired) {
         if (repair_.stuck_ranks().empty()) {
-          return false; // out of swaps: give up
+          return false; // out of swaps or work, or hopeless: give up
         }
         const shortfall now = shortfall_now();
         if (round > 0 && now.excess >= before.excess && now.crowded >= before.crowded) {
