@@ -455,17 +455,17 @@ TEST_CASE("an attempt whose repair rounds get no nearer ends early, keeping A an
 TEST_CASE("in a large batch with few levels, a repair that slows steadily gives up early") {
   // Bimodal costs at eps = 0 on 1,024 ranks of 16 levels: each repair step sheds less excess
   // than the one before, and the repair would need several times the work bound. The pace over
-  // the recent work, at twice its rate (repair_phase::hopeless, batches of 16,384 packs or
-  // more), ends the search: the work reported, the fallback's included, stays under four fifths
-  // of the search's bound alone (judged by the pace since the start alone, the search gives up
-  // later and the work reported is 1.07 M and 1.11 M units, past that bound), and the answer is
-  // the fallback's, keeping A and B.
+  // the recent work (repair_phase::hopeless, batches of 16,384 packs or more) ends the search:
+  // the work reported, the fallback's included, stays under three fifths of the search's bound
+  // alone (judged by the pace since the start alone, the search gives up later and the work
+  // reported is 1.07 M and 1.11 M units, past that bound; by the recent pace at twice its rate,
+  // 0.69 M and 0.77 M), and the answer is the fallback's, keeping A and B.
   const shape s{1024, 16, 1};
   for (int seed = 1; seed <= 2; ++seed) {
     const auto sol = solve_stress_eps0(s, test::stress::dist::bimodal, seed);
     INFO("seed=" << seed << " work=" << sol.stage2_work);
     CHECK(sol.stage2_bounded);
-    CHECK(5 * sol.stage2_work < 4 * detail::stage2_search_bound(s.packs()));
+    CHECK(5 * sol.stage2_work < 3 * detail::stage2_search_bound(s.packs()));
   }
 }
 
