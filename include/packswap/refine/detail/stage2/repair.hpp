@@ -170,21 +170,20 @@ class repair_phase {
   // attempt started with: with many ranks to repair it mostly slows as the ranks left get
   // harder, while a few ranks may take many small steps before a large one. With many levels
   // (bold_from_levels) a step reads O(m k) and an attempt may take only tens of them, so in
-  // batches of judged_early_from packs or more the pace is judged from the 4th step, and also
-  // over the recent work alone (`recent_`), at that pace without the factor two: such repairs
-  // typically shed most of the excess in their first steps and then stall. With fewer levels,
-  // in batches that large, the recent pace is judged too, from the usual step, also without the
-  // factor two: there a repair may slow steadily, each step shedding less than the one before
-  // (bimodal costs at dp 1,024 x ga 16 need up to eight times the bound), which the pace since
-  // the start judges only late, and the recent pace of a repair that slows overstates the pace
-  // to come. (With the factor two those bimodal batches reported 0.69-0.95 M units of work, the
-  // fallback's included, instead of 0.53-0.71 M; over the stress set's batches from 16,384 packs
-  // at ga 16 and below and the benchmark workloads', the one search it let succeed, at the
-  // bound's edge, moved 0.010 of Karmarkar-Karp's bytes fewer than the fallback.) (In smaller
-  // batches the bound's constant makes most of the allowance, the whole of it costs a few
-  // milliseconds, and the later attempts' chained repairs often succeed late: there, judging early
-  // lost more bytes than it saved time.) Integers and work counts only: every rank gives up at the
-  // same step. O(1).
+  // batches of judged_early_from packs or more the pace is judged from the 4th step. In batches
+  // that large it is also judged over the recent work alone (`recent_`), at that pace without
+  // the factor two: with many levels such repairs typically shed most of the excess in their
+  // first steps and then stall; with fewer a repair may slow steadily, each step shedding less
+  // than the one before (bimodal costs at dp 1,024 x ga 16 need up to eight times the bound),
+  // which the pace since the start judges only late, and the recent pace of a repair that slows
+  // overstates the pace to come. (With the factor two those bimodal batches reported 0.69-0.95 M
+  // units of work, the fallback's included, instead of 0.53-0.71 M; over the stress set's
+  // batches from 16,384 packs at ga 16 and below and the benchmark workloads', the one search it
+  // let succeed, at the bound's edge, moved 0.010 of Karmarkar-Karp's bytes fewer than the
+  // fallback.) (In smaller batches the bound's constant makes most of the allowance, the whole of
+  // it costs a few milliseconds, and the later attempts' chained repairs often succeed late: there,
+  // judging early lost more bytes than it saved time.) Integers and work counts only: every rank
+  // gives up at the same step. O(1).
   bool hopeless(const state& st) {
     const bool large = st.n >= judged_early_from;
     const bool judge_early = large && st.k >= bold_from_levels;
