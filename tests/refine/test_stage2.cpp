@@ -601,3 +601,39 @@ TEST_CASE("a repair short of work takes a partner's full fix without searching t
   }
 }
 #endif
+
+TEST_CASE("a large settle visits the heaviest packs first and ends passes that stop paying") {
+  // Bimodal costs at eps = 0 on 1,024 ranks of 16 levels, settled from stage 1 renamed, within
+  // the fallback's allowance (as refine_sorted runs it). Heaviest first, a sixteenth of the
+  // allowance brings home about half of what the whole settle does (in input order, 12%); and
+  // each pass ends where its visits stop paying (bring_home_phase::payoff), so the settle ends
+  // after 78-84% of its allowance (in input order, both passes run to the end or to the
+  // allowance: 93% and 100%).
+  const shape s{1024, 16, 1};
+  const std::int64_t allowance =
+      detail::fallback_work_per_pack * s.packs() + detail::fallback_work_constant;
+  for (int seed = 1; seed <= 2; ++seed) {
+    const auto packs =
+        test::stress::batch(s, test::stress::dist::bimodal, static_cast<std::uint64_t>(seed));
+    std::vector<std::int64_t> costs(packs.size());
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      costs[p] = packs[p].cost;
+    }
+    const auto renamed = detail::relabel_valid(packs, s, balance(costs, s), topology{});
+    const std::int64_t before = measure_movement(packs, renamed, s).moved_bytes;
+    const auto settled = [&](std::int64_t limit, std::int64_t& work) {
+      auto engine = engine_for(packs, s, 0, false);
+      engine.limit_work(limit);
+      engine.settle(renamed, 2);
+      work = engine.work();
+      return engine.weighted_moved();
+    };
+    std::int64_t work = 0, prefix_work = 0;
+    const std::int64_t whole = before - settled(allowance, work);
+    const std::int64_t prefix = before - settled(allowance / 16, prefix_work);
+    INFO("seed=" << seed << " brought home " << whole << " bytes in " << work << " units, "
+                 << prefix << " in " << prefix_work);
+    CHECK(5 * prefix > 2 * whole);
+    CHECK(8 * work < 7 * allowance);
+  }
+}

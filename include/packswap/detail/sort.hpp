@@ -17,11 +17,15 @@ struct order_scratch {
 
 /// Bits needed for `v` (0 for 0).
 inline int bit_width_of(std::uint64_t v) {
+#if defined(__GNUC__) || defined(__clang__)
+  return v == 0 ? 0 : 64 - __builtin_clzll(v);
+#else
   int bits = 0;
   while (bits < 64 && (v >> bits) != 0) {
     ++bits;
   }
   return bits;
+#endif
 }
 
 /// Bits that ids `0..n-1` need (at least 1).

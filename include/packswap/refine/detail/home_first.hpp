@@ -126,7 +126,8 @@ class home_first {
 
   /// Starts from `a`, which must keep every rank within the limit and its level constraints
   /// (stage 1 does, whatever its rank labels), and brings packs home: `passes` passes of the
-  /// bring-home phase, within the work limit. O(n) plus the passes.
+  /// bring-home phase, within the work limit (with few levels, visiting the heaviest packs first
+  /// and ending each pass where it stops paying). O(n) plus the passes.
   void settle(const assignment& a, std::int32_t passes) {
     st_.reset();
     for (std::size_t p = 0; p < st_.n; ++p) {

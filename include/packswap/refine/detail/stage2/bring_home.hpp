@@ -1,6 +1,7 @@
 #pragma once
 
 #include "packswap/detail/prefetch.hpp"
+#include "packswap/detail/sort.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
 #include <algorithm>
@@ -22,8 +23,8 @@ namespace packswap::detail::stage2 {
 /// times the ranks of the home node with several nodes), plus the compensating pairs: at most
 /// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64), and
 /// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more. O(n) per
-/// pass where costs are distinct. Stops at the work limit: every trade keeps the limits, so any
-/// prefix is an answer.
+/// pass where costs are distinct. Stops at the work limit (and a dense pass with few levels where
+/// its visits stop paying: `payoff`): every trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -35,7 +36,8 @@ class bring_home_phase {
   // `dense`: most packs start away from home, and most visits weigh trades (the settle from
   // stage 1); from `capped_settle_from` packs each visit then weighs at most `settle_pairs`
   // compensating pairs, and from `prefetch_settle_from` packs the records their trades read are
-  // fetched ahead (see below).
+  // fetched ahead (see below); with few levels the packs are visited heaviest first, and a pass
+  // ends where its visits stop paying.
   void run(state& st, const tuning& tune, bool dense = false) {
     // Every rank's st.full up to date in one sequential pass, rather than rebuilt on first use
     // from a st.cnt line fetched at random.
@@ -63,14 +65,26 @@ class bring_home_phase {
     if (by_level) {
       st.ensure_levels();
     }
+    // A dense settle with few levels visits the heaviest packs first (see list_away_heaviest),
+    // and each pass ends where its visits stop paying (see `payoff`).
+    const bool heaviest_first = dense && !by_level;
+    payoff pays;
+    if (heaviest_first) {
+      pays.size(st);
+    }
     for (std::int32_t pass = 0; pass < tune.home_passes; ++pass) {
       bool changed = false;
-      // In input order: batches list each rank's packs together, so consecutive packs share a
-      // home rank and its items stay in cache. Only packs away from home now need a visit: no
-      // trade below sends a pack away from home (each moves packs that are away already, or
-      // brings one home), so those visited are those the full walk would not skip, and the
-      // records of the packs already home are never fetched.
-      list_away(st);
+      pays.start(st);
+      // Only packs away from home need a visit: no trade below sends a pack away from home (each
+      // moves packs that are away already, or brings one home), so those visited are those a
+      // full walk would not skip, and the records of the packs already home are never fetched.
+      // In input order (batches list each rank's packs together, so consecutive packs share a
+      // home rank and its items stay in cache), or heaviest first.
+      if (heaviest_first) {
+        list_away_heaviest(st);
+      } else {
+        list_away(st);
+      }
       const std::size_t visits = away_.size();
       // Records of packs a few steps ahead are fetched early: input order is random in the
       // internal numbering.
@@ -111,6 +125,9 @@ class bring_home_phase {
         }
         if (st.out_of_work()) {
           return; // every trade so far kept the limits: stopping anywhere is safe
+        }
+        if (heaviest_first && pays.spent(st)) {
+          break; // the pass has stopped paying: the next one, if any, starts over
         }
         ++st.work;
         const auto p = static_cast<std::size_t>(away_[next]);
@@ -221,6 +238,7 @@ class bring_home_phase {
           }
         }
         if (found) {
+          pays.gained -= best.delta;
           st.swap_packs(p, best.q);
           if (best.u != best.v) {
             st.swap_packs(best.u, best.v);
@@ -240,6 +258,58 @@ class bring_home_phase {
     std::int64_t delta = 0;
   };
 
+  // When a pass of a settle stops paying. At large batches the settle's allowance ends before
+  // its first pass would (see run()); visited heaviest first, the weighted bytes a unit of work
+  // brings home fall as the pass goes on, steeply where a few packs hold most bytes: with bimodal
+  // costs on dp 65,536 x ga 16, the first third of the allowance brings home about 95% of what the
+  // whole of it does. So each pass is judged in windows of 1/`windows` of the allowance: a
+  // window that brought home less than 1/`falloff` of the pass's rate so far ends the pass. The
+  // next pass starts over, heaviest first again, and pays again: the trades made free room for
+  // some that failed (bimodal, dp 256 x ga 64: the second pass's first window brings home a
+  // tenth as much as the whole first pass). Where the rate holds (packs of even bytes, as with
+  // high-res images), a pass runs on to the allowance. Integer rates (weighted bytes per unit,
+  // rounded down) are compared, with no product that could overflow, so every rank ends at the
+  // same visit. O(1) per visit.
+  struct payoff {
+    static constexpr std::int64_t windows = 16;
+    static constexpr std::int64_t falloff = 8;
+    std::int64_t gained = 0;      // weighted bytes brought home in this pass
+    std::int64_t begin = 0;       // st.work when the pass began
+    std::int64_t window = 0;      // units per window
+    std::int64_t window_end = 0;  // where the window under way ends
+    std::int64_t window_from = 0; // and where it began, with `gained` then
+    std::int64_t gained_before = 0;
+
+    // The window's size, from the allowance left.
+    void size(const state& st) {
+      const std::int64_t allowance =
+          st.work_limit == std::numeric_limits<std::int64_t>::max() ? 0 : st.work_limit - st.work;
+      window = allowance / windows; // 0: no limit, never judged
+    }
+    // A pass begins.
+    void start(const state& st) {
+      begin = st.work;
+      window_from = begin;
+      window_end = begin + window;
+      gained = gained_before = 0;
+    }
+    // Whether the window that just ended brought home too little: then the pass ends.
+    bool spent(const state& st) {
+      if (window <= 0 || st.work < window_end) {
+        return false;
+      }
+      const std::int64_t rate_now = (gained - gained_before) / (st.work - window_from);
+      const std::int64_t rate_all = gained / (st.work - begin);
+      if (rate_now < rate_all / falloff) {
+        return true;
+      }
+      window_from = st.work;
+      window_end = st.work + window;
+      gained_before = gained;
+      return false;
+    }
+  };
+
   // away_: the packs away from home (internal ids) in input order. One pass over the records in
   // their own order marks them by input id; one pass over the marks lists them.
   void list_away(const state& st) {
@@ -255,6 +325,45 @@ class bring_home_phase {
       m += static_cast<std::size_t>(mark[next]);
     }
     away_.resize(m);
+  }
+
+  // away_: the packs away from home (internal ids), heaviest first: by weighted bytes away in
+  // buckets of a quarter octave (the bit width and the two bits below the top one), the
+  // heaviest bucket first, in input order within each. Where the settle's allowance ends
+  // mid-pass, the visits it makes are those that can bring the most home; with few levels a
+  // visit reads the whole item array of the home rank whatever the pack, so it costs about the
+  // same whichever is visited. A counting sort: O(n + buckets).
+  void list_away_heaviest(const state& st) {
+    auto& bucket = away_mark_;
+    bucket.resize(st.n);
+    for (std::size_t p = 0; p < st.n; ++p) {
+      const auto& k = st.pk[p];
+      std::uint8_t b = 0; // home: not listed
+      if (k.rank != k.home) {
+        const auto w = static_cast<std::uint64_t>(st.away(p, static_cast<std::size_t>(k.rank)));
+        const int bits = bit_width_of(w); // <= 63: weighted bytes are non-negative int64
+        const int below = bits > 2 ? static_cast<int>((w >> (bits - 3)) & 3u) : 0;
+        // 1 (heaviest) to 255; the two top quarters of bit width 63 share bucket 1.
+        b = static_cast<std::uint8_t>(away_buckets - std::min(bits * 4 + below, 254));
+      }
+      bucket[static_cast<std::size_t>(st.input_id[p])] = b;
+    }
+    std::size_t start[away_buckets + 1] = {};
+    for (std::size_t i = 0; i < st.n; ++i) {
+      ++start[bucket[i]];
+    }
+    std::size_t m = 0;
+    for (int b = 1; b <= away_buckets; ++b) {
+      const std::size_t c = start[b];
+      start[b] = m;
+      m += c;
+    }
+    away_.resize(m);
+    for (std::size_t i = 0; i < st.n; ++i) {
+      if (bucket[i] != 0) {
+        away_[start[bucket[i]]++] = st.internal_id[i];
+      }
+    }
   }
 
   // The compensating trade for trading p (on r) for q (on t, p's home), which moves d from r to
@@ -383,7 +492,8 @@ class bring_home_phase {
   std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
   std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
   std::vector<std::int32_t> away_;         // see list_away
-  std::vector<char> away_mark_;
+  std::vector<std::uint8_t> away_mark_;    // by input id: see list_away and list_away_heaviest
+  static constexpr int away_buckets = 255; // see list_away_heaviest
 };
 
 } // namespace packswap::detail::stage2
