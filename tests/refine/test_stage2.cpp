@@ -606,9 +606,11 @@ TEST_CASE("a large settle visits the heaviest packs first and ends passes that s
   // Bimodal costs at eps = 0 on 1,024 ranks of 16 levels, settled from stage 1 renamed, within
   // the fallback's allowance (as refine_sorted runs it). Heaviest first, a sixteenth of the
   // allowance brings home about half of what the whole settle does (in input order, 12%); and
-  // each pass ends where its visits stop paying (bring_home_phase::payoff), so the settle ends
-  // after 78-84% of its allowance (in input order, both passes run to the end or to the
-  // allowance: 93% and 100%).
+  // each pass ends where its visits stop paying (bring_home_phase::payoff): the first after a
+  // quarter of the allowance, the second after one window, as it brings home at under an eighth
+  // of the first one's rate. The settle ends after 31% of its allowance and brings home 91-93% of
+  // what input order does (which spends 93% and 100% of it); judging the second pass against its
+  // own rate alone, it would run to 78-84%.
   const shape s{1024, 16, 1};
   const std::int64_t allowance =
       detail::fallback_work_per_pack * s.packs() + detail::fallback_work_constant;
@@ -634,6 +636,6 @@ TEST_CASE("a large settle visits the heaviest packs first and ends passes that s
     INFO("seed=" << seed << " brought home " << whole << " bytes in " << work << " units, "
                  << prefix << " in " << prefix_work);
     CHECK(5 * prefix > 2 * whole);
-    CHECK(8 * work < 7 * allowance);
+    CHECK(3 * work < allowance);
   }
 }
