@@ -130,8 +130,31 @@ class home_first {
   /// and ending each pass where it stops paying). O(n) plus the passes.
   void settle(const assignment& a, std::int32_t passes) {
     st_.reset();
+    // Each pack's cell, and its rank's state, lie at random places: fetched a few packs ahead,
+    // the cell first, the rank's lines once the cell is in.
+    constexpr std::size_t ahead = 2 * stage2::state::prefetch_distance;
+    const auto rank_of = [&](std::size_t p) {
+      return static_cast<std::size_t>(a[static_cast<std::size_t>(st_.input_id[p])].rank);
+    };
     for (std::size_t p = 0; p < st_.n; ++p) {
-      st_.place(p, static_cast<std::size_t>(a[static_cast<std::size_t>(st_.input_id[p])].rank));
+      if (p + ahead < st_.n) {
+        prefetch(&a[static_cast<std::size_t>(st_.input_id[p + ahead])]);
+      }
+      if (p + ahead / 2 < st_.n) {
+        const std::size_t q = p + ahead / 2;
+        const std::size_t r = rank_of(q);
+        prefetch(&st_.used[r]);
+        prefetch(&st_.load[r]);
+        prefetch(&st_.cnt[r * st_.k + static_cast<std::size_t>(st_.pk[q].level)]);
+      }
+      if (p + ahead / 4 < st_.n) {
+        const std::size_t r = rank_of(p + ahead / 4);
+        const std::size_t at = r * st_.k + st_.used[r];
+        prefetch(&st_.items[at]);
+        prefetch(&st_.item_home[at]);
+        prefetch(&st_.item_level[at]);
+      }
+      st_.place(p, rank_of(p));
     }
     tuning t;
     t.home_passes = passes;
