@@ -109,6 +109,10 @@ inline void improve_max_load(span<const std::int64_t> cost, std::vector<std::int
 // Working memory of stage 1, kept by callers that balance every step.
 struct balance_scratch {
   karmarkar_karp kk;
+  std::vector<std::int32_t> set_of, cell_of, cell_chunks, rank_of_cell; // mbs > 1
+  std::vector<std::int64_t> cell_load;                                  // mbs > 1
+  std::vector<std::int32_t> rank_of, units;                             // per_step
+  std::vector<std::size_t> fill;                                        // per_step
 };
 
 // Stage 1 given `order`, the pack ids by cost descending (ties by id), into `out`. No validation.
@@ -136,9 +140,12 @@ inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32
     // Micro-step g takes the g-th sorted chunk of dp * mbs packs; KK over its mbs sub-chunks
     // forms dp cells; KK over micro-steps (cells sorted by load) deals whole cells to ranks.
     const std::size_t group = dp * mbs;
-    std::vector<std::int32_t> set_of(n, 0);
-    std::vector<std::int64_t> cell_load(dp * ga, 0);
-    std::vector<std::int32_t> cell_of(n, 0);
+    auto& set_of = ws.set_of;
+    auto& cell_load = ws.cell_load;
+    auto& cell_of = ws.cell_of;
+    set_of.assign(n, 0);
+    cell_load.assign(dp * ga, 0);
+    cell_of.assign(n, 0);
     for (std::size_t g = 0; g < ga; ++g) {
       const span<const std::int32_t> chunk(order.data() + g * group, group);
       ws.kk.run(costs, chunk, s.dp);
@@ -150,14 +157,16 @@ inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32
         out[static_cast<std::size_t>(p)].micro_step = static_cast<std::int32_t>(g);
       }
     }
-    std::vector<std::int32_t> cell_chunks(dp * ga);
+    auto& cell_chunks = ws.cell_chunks;
+    cell_chunks.resize(dp * ga);
     for (std::size_t g = 0; g < ga; ++g) {
       const auto o = order_desc(span<const std::int64_t>(cell_load.data() + g * dp, dp));
       for (std::size_t i = 0; i < dp; ++i) {
         cell_chunks[g * dp + i] = static_cast<std::int32_t>(g * dp) + o[i];
       }
     }
-    std::vector<std::int32_t> rank_of_cell(dp * ga, 0);
+    auto& rank_of_cell = ws.rank_of_cell;
+    rank_of_cell.assign(dp * ga, 0);
     ws.kk.run(cell_load, cell_chunks, s.dp);
     ws.kk.assign(rank_of_cell);
     for (std::size_t p = 0; p < n; ++p) {
@@ -168,11 +177,14 @@ inline void balance_sorted(span<const std::int64_t> costs, span<const std::int32
   // per_step: KK over all packs, then swaps between the heaviest and lightest ranks; each rank's
   // packs sorted descending fill its micro-steps mbs at a time.
   const std::size_t k = ga * mbs;
-  std::vector<std::int32_t> rank_of(n, 0);
+  auto& rank_of = ws.rank_of;
+  auto& units = ws.units;
+  auto& fill = ws.fill;
+  rank_of.assign(n, 0);
   ws.kk.run(costs, order, s.dp);
   ws.kk.assign(rank_of);
-  std::vector<std::int32_t> units(n);
-  std::vector<std::size_t> fill(dp, 0);
+  units.resize(n);
+  fill.assign(dp, 0);
   for (const auto p : order) {
     const auto r = static_cast<std::size_t>(rank_of[static_cast<std::size_t>(p)]);
     units[r * k + fill[r]++] = p;

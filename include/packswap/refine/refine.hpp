@@ -110,7 +110,8 @@ struct refine_scratch {
   cell_places cells; // for mbs > 1
   std::vector<std::int64_t> caps;
   std::vector<std::size_t> used;
-  assignment searched; // the search's answer, while the fallback is weighed against it
+  rank_matching matching; // the renaming's working memory
+  assignment searched;    // the search's answer, while the fallback is weighed against it
   std::int64_t work = 0;
   bool bounded = false;
 };
@@ -137,7 +138,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   if (!stage2_fits(total_cost, s, stage1.all, opt.topology)) {
     // Costs or bytes so large that the search's sums could leave int64: renaming stage 1's
     // ranks alone, which keeps its balance exactly and counts bytes without overflow.
-    a = relabel_valid(packs, s, std::move(a), opt.topology);
+    a = relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
     return;
   }
   if (opt.mode == sync_mode::per_step) {
@@ -147,7 +148,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   }
   if (s.mbs != 1) {
     // Cells of several packs: rename ranks, then bring packs home under the cell caps.
-    a = relabel_valid(packs, s, std::move(a), opt.topology);
+    a = relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
     bring_home_cells(packs, s, opt.topology, caps, limit, a, 2, ws.cells);
     return;
   }
@@ -175,7 +176,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // its balance exactly, then brought home by trades that keep it (within a work allowance of
   // its own), into `a`, which holds stage 1.
   const auto fallback = [&] {
-    a = relabel_valid(packs, s, std::move(a), opt.topology);
+    a = relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
     engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
     engine.settle(a, 2);
   };

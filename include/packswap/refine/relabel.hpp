@@ -54,7 +54,8 @@ class rank_matching {
                                        std::size_t dp) {
     gather(packs, a, dp);
     merge(dp);
-    std::vector<char> rank_taken(dp, 0);
+    auto& rank_taken = rank_taken_;
+    rank_taken.assign(dp, 0);
     for (const auto r : name_) {
       if (r >= 0) {
         rank_taken[static_cast<std::size_t>(r)] = 1;
@@ -103,8 +104,10 @@ class rank_matching {
       }
     }
     end_.resize(dp);
-    std::vector<std::size_t> slot(dp, 0);  // where column c's pair of the current rank is
-    std::vector<std::size_t> seen(dp, dp); // the rank that slot[c] belongs to
+    auto& slot = slot_; // where column c's pair of the current rank is
+    auto& seen = seen_; // the rank that slot[c] belongs to
+    slot.assign(dp, 0);
+    seen.assign(dp, dp);
     for (std::size_t r = 0; r < dp; ++r) {
       std::size_t m = first_[r]; // m <= i: the sums overwrite entries already read
       for (std::size_t i = first_[r]; i < first_[r + 1]; ++i) {
@@ -226,16 +229,19 @@ class rank_matching {
   static constexpr std::uint32_t selected_heads = 4;
 
   std::vector<std::size_t> first_, end_; // see gather()
+  std::vector<std::size_t> slot_, seen_; // gather()'s working memory
   std::vector<pair_weight> pairs_;
   std::vector<std::uint32_t> heads_; // heads found per rank, see next_head()
   std::vector<head> heap_;
   std::vector<std::int32_t> name_;
+  std::vector<char> rank_taken_; // run()'s working memory
 };
 
-// relabel_ranks() without validating its inputs, for callers whose inputs are valid already.
+// relabel_ranks() without validating its inputs, for callers whose inputs are valid already;
+// `matching` is working memory (about 16 bytes per pack), which a caller that renames every step
+// keeps, so that it touches no new memory once its batches stop growing.
 inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, assignment a,
-                                const topology& topo) {
-  rank_matching matching;
+                                const topology& topo, rank_matching& matching) {
   const auto& name = matching.run(packs, a, static_cast<std::size_t>(s.dp));
   const auto before = bytes_of(packs, topo, [&](std::size_t p) { return a[p].rank; });
   const auto after = bytes_of(
@@ -247,6 +253,12 @@ inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, ass
     c.rank = name[static_cast<std::size_t>(c.rank)];
   }
   return a;
+}
+
+inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, assignment a,
+                                const topology& topo) {
+  rank_matching matching;
+  return relabel_valid(packs, s, std::move(a), topo, matching);
 }
 
 } // namespace detail
