@@ -334,8 +334,8 @@ class completion {
 ///
 /// Complexity: O(k) per rank for the band sums, then per own pack O(1) while the rank holds at
 /// most one pack per level, else O(log k) through the rank's `completion` tree (built once, in
-/// O(k), when the rank first takes a second pack of a level): O(n log k) at worst, O(n) for
-/// distinct costs.
+/// O(k), when the rank may first take a second pack of a level, which needs slack at the level
+/// below: never where costs are distinct): O(n log k) at worst, O(n) for distinct costs.
 class pin_phase {
  public:
   // (1) Keep own packs, largest weighted bytes first, while the rank can still be completed and
@@ -411,6 +411,13 @@ class pin_phase {
         }
         const auto l = level_of(p);
         if (!tracked && cnt[l] != 0) {
+          // Holding one pack of each level it holds, u rises with j and R(l) = u(l) = u(l - 1):
+          // a second pack of level l needs R(l) >= 1 (so l > 0) and, as j0 <= l - 1, slack left
+          // at level l - 1. Where there is none (every level, when no costs tie across a chunk
+          // boundary) the tree would refuse it: refused without building the tree.
+          if (l == 0 || slack_left_[l - 1] <= 0) {
+            continue;
+          }
           tree_.build(cnt, st.k, slack_left_.data(), lo.data(), hi.data());
           tracked = true;
         }
