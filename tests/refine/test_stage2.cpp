@@ -156,18 +156,19 @@ std::int32_t over_after_redeal(const std::vector<pack_meta>& packs, const shape&
 
 } // namespace
 
-TEST_CASE("min_add_tree answers range minima and last-below queries like a plain array") {
+TEST_CASE_TEMPLATE("min_add_tree answers range minima and last-below queries like a plain array", V,
+                   std::int32_t, std::int64_t) {
   prng rng(5);
   for (int trial = 0; trial < 300; ++trial) {
     // Flat and tree; a third of the trees exactly fill their leaves (n a power of two), where
     // a range over every value reaches the root.
     const auto n = rng.chance(1, 3) ? std::size_t{128} << rng.below(2)
                                     : static_cast<std::size_t>(rng.uniform(1, 200));
-    std::vector<std::int64_t> v(n);
+    std::vector<V> v(n);
     for (auto& x : v) {
-      x = rng.uniform(-20, 20);
+      x = static_cast<V>(rng.uniform(-20, 20));
     }
-    detail::stage2::min_add_tree tree;
+    detail::stage2::min_add_tree<V> tree;
     tree.assign(v.data(), n);
     for (int op = 0; op < 60; ++op) {
       // Any range, or one from the first value, to the last, or both (as the pin asks).
@@ -177,18 +178,18 @@ TEST_CASE("min_add_tree answers range minima and last-below queries like a plain
                                : static_cast<std::size_t>(rng.uniform(
                                      static_cast<std::int64_t>(a), static_cast<std::int64_t>(n)));
       if (rng.chance(1, 2)) {
-        const std::int64_t d = rng.uniform(-3, 3);
+        const auto d = static_cast<V>(rng.uniform(-3, 3));
         tree.add(a, b, d);
         for (std::size_t i = a; i < b; ++i) {
           v[i] += d;
         }
       }
-      std::int64_t m = detail::stage2::min_add_tree::none;
+      V m = detail::stage2::min_add_tree<V>::none;
       for (std::size_t i = a; i < b; ++i) {
         m = std::min(m, v[i]);
       }
       CHECK(tree.min(a, b) == m);
-      const std::int64_t t = rng.uniform(-25, 25);
+      const auto t = static_cast<V>(rng.uniform(-25, 25));
       std::ptrdiff_t last = -1;
       for (std::size_t i = 0; i < b; ++i) {
         if (v[i] < t) {
@@ -200,18 +201,22 @@ TEST_CASE("min_add_tree answers range minima and last-below queries like a plain
   }
 }
 
-TEST_CASE("completion tracks whether a rank stays completable as packs come and go") {
+TEST_CASE_TEMPLATE("completion tracks whether a rank stays completable as packs come and go", V,
+                   std::int32_t, std::int64_t) {
+  // Slack left runs up to far past what int32 holds (the tree keeps it within range).
   prng rng(11);
   for (int trial = 0; trial < 400; ++trial) {
     const auto k = static_cast<std::size_t>(rng.uniform(1, 160)); // flat and tree
     std::vector<std::int64_t> slack(k), lo(k), hi(k);
     for (std::size_t j = 0; j < k; ++j) {
-      slack[j] = rng.chance(1, 2) ? 0 : rng.uniform(0, 3);
+      slack[j] = rng.chance(1, 2)   ? 0
+                 : rng.chance(1, 8) ? rng.uniform(0, std::int64_t{1} << 40)
+                                    : rng.uniform(0, 3);
       lo[j] = rng.uniform(0, 1000);
       hi[j] = lo[j] + rng.uniform(0, 1000);
     }
     std::vector<std::int32_t> cnt(k, 0);
-    detail::stage2::completion tree;
+    detail::stage2::completion<V> tree;
     tree.build(cnt.data(), k, slack.data(), lo.data(), hi.data());
     for (int op = 0; op < 80; ++op) {
       const auto l = static_cast<std::size_t>(rng.below(k));

@@ -94,7 +94,7 @@ inline std::int64_t moved_lower_bound(const std::vector<pack_meta>& packs, const
     }
     std::vector<std::int64_t> room(k);
     std::vector<std::int64_t> on_level(k);
-    detail::stage2::min_add_tree tree;
+    detail::stage2::min_add_tree<std::int64_t> tree;
     for (auto& mine : own) {
       std::sort(mine.begin(), mine.end(), by_bytes);
       for (std::size_t j = 0; j < k; ++j) {

@@ -11,20 +11,23 @@
 
 namespace packswap::detail::stage2 {
 
-// Range add and range minimum over int64 values 0..n-1, with the last index before b whose value
-// is below a threshold: a segment tree walked bottom-up, without recursion, whose nodes keep their
-// own pending add: a node's minimum includes its own add, not its ancestors', which a query adds
-// on its way up (the nodes that tile a range on either side lie under one chain of ancestors).
+// Range add and range minimum over values 0..n-1 of type V (int32 or int64), with the last index
+// before b whose value is below a threshold: a segment tree walked bottom-up, without recursion,
+// whose nodes keep their own pending add: a node's minimum includes its own add, not its
+// ancestors', which a query adds on its way up (the nodes that tile a range on either side lie
+// under one chain of ancestors).
 // Suffixes [a, n), which the pin asks for most, and the prefixes of last_below take one walk up
 // from a leaf. Whether a walk takes a node depends on the bits of its index, which follow no
 // pattern from one call to the next: the walks select (a node, or an add of 0) rather than
 // branch, which mispredicts about every other level. O(log n) per call; up to `flat_up_to`
-// values, a plain array scanned in O(n), which is faster there. `assign` is O(n).
+// values, a plain array scanned in O(n), which is faster there. `assign` is O(n). Every value,
+// and `none` plus or less the adds it takes, must fit V.
+template <class V>
 class min_add_tree {
  public:
   static constexpr std::size_t flat_up_to = 64;
 
-  void assign(const std::int64_t* v, std::size_t n) {
+  void assign(const V* v, std::size_t n) {
     n_ = n;
     if (n <= flat_up_to) {
       min_.assign(v, v + n);
@@ -45,7 +48,7 @@ class min_add_tree {
   }
 
   // Adds d to the values [a, b).
-  void add(std::size_t a, std::size_t b, std::int64_t d) {
+  void add(std::size_t a, std::size_t b, V d) {
     if (n_ <= flat_up_to) {
       for (std::size_t i = a; i < b; ++i) {
         min_[i] += d;
@@ -73,10 +76,10 @@ class min_add_tree {
   }
 
   // The smallest value in [a, b) (`none` when empty).
-  std::int64_t min(std::size_t a, std::size_t b) const {
+  V min(std::size_t a, std::size_t b) const {
     if (n_ <= flat_up_to) {
       // Four running minima: one alone would make every step wait on the step before it.
-      std::int64_t m[4] = {none, none, none, none};
+      V m[4] = {none, none, none, none};
       std::size_t i = a;
       for (; i + 4 <= b; i += 4) {
         for (std::size_t j = 0; j < 4; ++j) {
@@ -97,17 +100,17 @@ class min_add_tree {
     // The nodes taken on the left so far lie under node l - 1 once l moves up, those on the
     // right under node r: each side owes the adds of its chain. (Before a side takes a node, what
     // it adds to `none` is noise far below none's size.)
-    std::int64_t left = none;
-    std::int64_t right = none;
+    V left = none;
+    V right = none;
     std::size_t l = a + size_;
     std::size_t r = b + size_;
     while (l < r) {
       const std::size_t take_l = l % 2;
-      const std::int64_t at_l = min_[l];
+      const V at_l = min_[l];
       left = std::min(left, take_l != 0 ? at_l : none);
       l += take_l;
       const std::size_t take_r = r % 2;
-      const std::int64_t at_r = min_[r - 1];
+      const V at_r = min_[r - 1];
       right = std::min(right, take_r != 0 ? at_r : none);
       r -= take_r;
       l /= 2;
@@ -119,7 +122,7 @@ class min_add_tree {
   }
 
   // The largest i < b whose value is below t, or -1.
-  std::ptrdiff_t last_below(std::size_t b, std::int64_t t) const {
+  std::ptrdiff_t last_below(std::size_t b, V t) const {
     if (n_ <= flat_up_to) {
       for (std::size_t i = b; i-- > 0;) {
         if (min_[i] < t) {
@@ -139,9 +142,9 @@ class min_add_tree {
     // all the chain's less those up to its sibling there: sums recorded on the way up (an entry
     // is written at every level and kept where the chain's node is a right child).
     std::size_t taken[64];
-    std::int64_t below[64]; // the chain's adds up to the taken node's sibling
+    V below[64]; // the chain's adds up to the taken node's sibling
     std::size_t m = 0;
-    std::int64_t sum = 0;
+    V sum = 0;
     for (std::size_t x = b + size_; x > 1;) {
       taken[m] = x - 1;
       below[m] = sum;
@@ -150,7 +153,7 @@ class min_add_tree {
       sum += add_[x];
     }
     for (std::size_t i = 0; i < m; ++i) {
-      const std::int64_t above = sum - below[i];
+      const V above = sum - below[i];
       if (min_[taken[i]] + above < t) {
         return descend(taken[i], t, above);
       }
@@ -158,10 +161,10 @@ class min_add_tree {
     return -1;
   }
 
-  static constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max() / 4;
+  static constexpr V none = std::numeric_limits<V>::max() / 4;
 
  private:
-  void apply(std::size_t node, std::int64_t d) {
+  void apply(std::size_t node, V d) {
     min_[node] += d;
     if (node < size_) {
       add_[node] += d;
@@ -171,12 +174,12 @@ class min_add_tree {
   // add() and min() over [a, n): one walk up from leaf a, which takes the right sibling of
   // every left child on the way (and adds 0 to the left sibling of a right child). The leaves
   // past n (`none`) take the adds too, which leaves them far above any value.
-  void add_suffix(std::size_t a, std::int64_t d) {
+  void add_suffix(std::size_t a, V d) {
     std::size_t x = a + size_;
     apply(x, d);
     // The new minimum of the chain's node stays in a register on the way up (a node's fix
     // reloading its child's just-stored minimum would make every level wait on the store).
-    std::int64_t below = min_[x];
+    V below = min_[x];
     while (x > 1) {
       const std::size_t sibling = x ^ 1;
       apply(sibling, x % 2 == 0 ? d : 0);
@@ -186,11 +189,11 @@ class min_add_tree {
     }
   }
 
-  std::int64_t min_suffix(std::size_t a) const {
+  V min_suffix(std::size_t a) const {
     std::size_t x = a + size_;
-    std::int64_t m = min_[x];
+    V m = min_[x];
     while (x > 1) {
-      const std::int64_t sibling = min_[x ^ 1];
+      const V sibling = min_[x ^ 1];
       m = std::min(m, x % 2 == 0 ? sibling : none);
       x /= 2;
       m += add_[x];
@@ -208,7 +211,7 @@ class min_add_tree {
     }
     fix(a);
     for (a /= 2; a >= 1; a /= 2) {
-      const std::int64_t before = min_[a];
+      const V before = min_[a];
       fix(a);
       if (min_[a] == before) {
         break;
@@ -221,8 +224,8 @@ class min_add_tree {
   }
 
   // The adds of the node's strict ancestors.
-  std::int64_t adds_above(std::size_t node) const {
-    std::int64_t sum = 0;
+  V adds_above(std::size_t node) const {
+    V sum = 0;
     for (node /= 2; node >= 1; node /= 2) {
       sum += add_[node];
     }
@@ -231,7 +234,7 @@ class min_add_tree {
 
   // The last leaf below t under `node`, whose true minimum (with `above`, its ancestors' adds)
   // is.
-  std::ptrdiff_t descend(std::size_t node, std::int64_t t, std::int64_t above) const {
+  std::ptrdiff_t descend(std::size_t node, V t, V above) const {
     while (node < size_) {
       above += add_[node];
       node = 2 * node + (min_[2 * node + 1] + above < t ? 1 : 0);
@@ -240,7 +243,7 @@ class min_add_tree {
   }
 
   std::size_t n_ = 0, size_ = 1;
-  std::vector<std::int64_t> min_, add_; // the values themselves when flat
+  std::vector<V> min_, add_; // the values themselves when flat
 };
 
 // Whether one rank can still be completed (see pin_phase::completable), kept up to date as its
@@ -251,6 +254,11 @@ class min_add_tree {
 // most what the level has left. Adding a pack of level l lowers u on [l, k), hence R on [j0, k)
 // for the j0 below l where the minimum of u over [j0, l) first reaches R(l): the used slack grows
 // on [j0, l) alone, and the free slots receive one pack of level j0 fewer. Removing mirrors it.
+// The trees hold values of type V: in a completable state 0 <= u(j) <= k and the slack used is
+// at most k, so the slack left, which is only compared with what is used, is kept within
+// [-(k + 2), k + 1], the same answers in values within 2k + 2 of zero (int32 for the pin's
+// levels up to `narrow_levels`: the trees then take half the memory, and the caches hold more).
+template <class V>
 class completion {
  public:
   // Rank state: `cnt` its level counts (a completable state), `slack_left` what each level has
@@ -264,19 +272,23 @@ class completion {
     std::int64_t held = 0;
     for (std::size_t j = 0; j < k; ++j) {
       held += cnt[j];
-      scratch_[j] = static_cast<std::int64_t>(j) + 1 - held;
+      scratch_[j] = static_cast<V>(static_cast<std::int64_t>(j) + 1 - held);
     }
     upper_.assign(scratch_.data(), k);
     // Received counts R, downward; then the spare slack, in place.
+    const auto kept = [&](std::int64_t slack) {
+      const auto most = static_cast<std::int64_t>(k) + 1;
+      return std::clamp<std::int64_t>(slack, -most - 1, most);
+    };
     fill_lo = 0;
     fill_hi = 0;
     std::int64_t next = scratch_[k - 1];
-    scratch_[k - 1] = slack_left[k - 1];
+    scratch_[k - 1] = static_cast<V>(kept(slack_left[k - 1]));
     for (std::size_t j = k - 1; j-- > 0;) {
-      const std::int64_t received = std::min(scratch_[j], next);
+      const std::int64_t received = std::min<std::int64_t>(scratch_[j], next);
       fill_lo += (next - received) * lo[j + 1];
       fill_hi += (next - received) * hi[j + 1];
-      scratch_[j] = slack_left[j] - (scratch_[j] - received);
+      scratch_[j] = static_cast<V>(kept(slack_left[j]) - (scratch_[j] - received));
       next = received;
     }
     fill_lo += next * lo[0];
@@ -286,7 +298,7 @@ class completion {
 
   // Whether one more pack of level l keeps the rank completable; if so, `j0` for add().
   bool can_add(std::size_t l, std::size_t& j0) const {
-    const std::int64_t r_l = upper_.min(l, k_);
+    const V r_l = upper_.min(l, k_);
     if (r_l < 1) {
       return false;
     }
@@ -305,7 +317,7 @@ class completion {
   }
 
   void remove(std::size_t l) {
-    const std::int64_t r_l = upper_.min(l, k_);
+    const V r_l = upper_.min(l, k_);
     const auto j1 = static_cast<std::size_t>(upper_.last_below(l, r_l + 1) + 1);
     upper_.add(l, k_, 1);
     spare_.add(j1, l, 1);
@@ -319,9 +331,9 @@ class completion {
   std::size_t k_ = 0;
   const std::int64_t* lo_ = nullptr;
   const std::int64_t* hi_ = nullptr;
-  min_add_tree upper_; // u(j)
-  min_add_tree spare_; // slack left at j less the slack used there
-  std::vector<std::int64_t> scratch_;
+  min_add_tree<V> upper_; // u(j)
+  min_add_tree<V> spare_; // slack left at j (kept within range) less the slack used there
+  std::vector<V> scratch_;
 };
 
 /// Stage 2, phase 1: pin. Every rank keeps its own packs, largest bytes first, while it can
@@ -344,6 +356,19 @@ class pin_phase {
   // the average load, give up the kept packs that weigh least and cost less than that quantile:
   // such a rank must take a share of the heavy packs others give up.
   void run(state& st, const tuning& t) {
+    if (st.k <= narrow_levels) {
+      pin_ranks(st, t, narrow_);
+    } else {
+      pin_ranks(st, t, wide_);
+    }
+  }
+
+  // Levels up to which the completion trees hold int32 values (see completion).
+  static constexpr std::size_t narrow_levels = std::size_t{1} << 24;
+
+ private:
+  template <class Tree>
+  void pin_ranks(state& st, const tuning& t, Tree& tree) {
     const std::int64_t target =
         std::min(st.limit, (st.total_cost + static_cast<std::int64_t>(st.dp) - 1) /
                                static_cast<std::int64_t>(st.dp));
@@ -377,7 +402,7 @@ class pin_phase {
       const std::int32_t* cnt = &st.cnt[r * st.k];
       std::int64_t missing_lo = all_lo;
       std::int64_t missing_hi = all_hi;
-      bool tracked = false;     // tree_ holds the rank
+      bool tracked = false;     // tree holds the rank
       std::int32_t doubled = 0; // levels where r holds two or more packs
       const auto level_of = [&](std::size_t p) { return static_cast<std::size_t>(st.pk[p].level); };
       const auto add = [&](std::size_t p) {
@@ -400,7 +425,7 @@ class pin_phase {
           --doubled;
         }
         if (tracked) {
-          tree_.remove(l);
+          tree.remove(l);
         }
       };
       for (auto it = begin; it != end; ++it) {
@@ -418,7 +443,7 @@ class pin_phase {
           if (l == 0 || slack_left_[l - 1] <= 0) {
             continue;
           }
-          tree_.build(cnt, st.k, slack_left_.data(), lo.data(), hi.data());
+          tree.build(cnt, st.k, slack_left_.data(), lo.data(), hi.data());
           tracked = true;
         }
         if (!tracked) {
@@ -429,16 +454,16 @@ class pin_phase {
           continue;
         }
         std::size_t j0 = 0;
-        if (tree_.can_add(l, j0) && load + tree_.fill_lo_after_add(j0) <= st.limit) {
+        if (tree.can_add(l, j0) && load + tree.fill_lo_after_add(j0) <= st.limit) {
           add(p);
-          tree_.add(l, j0);
+          tree.add(l, j0);
         }
       }
       // Too light to reach the average load even with expensive packs in its free slots: give up
       // cheap packs, lightest bytes first. (The average, not the limit: with eps > 0 the limit
       // sits above the average, and aiming every light rank at it would unpin for nothing.)
       // Giving up a pack never makes a rank incompletable.
-      const auto fill_hi = [&] { return tracked ? tree_.fill_hi : missing_hi; };
+      const auto fill_hi = [&] { return tracked ? tree.fill_hi : missing_hi; };
       for (auto it = end; it != begin && st.load[r] + fill_hi() < target;) {
         --it;
         const auto p = static_cast<std::size_t>(*it);
@@ -458,7 +483,6 @@ class pin_phase {
     }
   }
 
- private:
   // Can rank r, holding what it holds now, still be completed? Free slots take packs of any
   // level, so it can iff some non-decreasing count of received packs R(j) (packs of level <= j it
   // will receive) fits j + 1 - held(<= j) - slack(j) <= R(j) <= j + 1 - held(<= j) and ends at the
@@ -497,7 +521,9 @@ class pin_phase {
 
   std::vector<std::int64_t> slack_left_; // per level, after the ranks pinned so far
   std::vector<std::int32_t> deficit_;    // scratch for completable()
-  completion tree_;                      // the rank being pinned, once it doubles a level
+  // The rank being pinned, once it may double a level: int32 trees up to narrow_levels levels.
+  completion<std::int32_t> narrow_;
+  completion<std::int64_t> wide_;
 };
 
 } // namespace packswap::detail::stage2
