@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace packswap::detail::stage2 {
@@ -66,11 +67,11 @@ class min_add_tree {
     // their ancestors.
     for (std::size_t l = a + size_, r = b + size_; l < r; l /= 2, r /= 2) {
       const std::size_t take_l = l % 2;
-      apply(l, take_l != 0 ? d : 0);
+      apply(l, select(take_l, d, 0));
       l += take_l;
       const std::size_t take_r = r % 2;
       r -= take_r;
-      apply(r, take_r != 0 ? d : 0);
+      apply(r, select(take_r, d, 0));
     }
     pull(a + size_, b - 1 + size_);
   }
@@ -107,11 +108,11 @@ class min_add_tree {
     while (l < r) {
       const std::size_t take_l = l % 2;
       const V at_l = min_[l];
-      left = std::min(left, take_l != 0 ? at_l : none);
+      left = std::min(left, select(take_l, at_l, none));
       l += take_l;
       const std::size_t take_r = r % 2;
       const V at_r = min_[r - 1];
-      right = std::min(right, take_r != 0 ? at_r : none);
+      right = std::min(right, select(take_r, at_r, none));
       r -= take_r;
       l /= 2;
       r /= 2;
@@ -164,6 +165,14 @@ class min_add_tree {
   static constexpr V none = std::numeric_limits<V>::max() / 4;
 
  private:
+  // `bit` (0 or 1) ? a : b through masks: the bits of a walk's nodes follow no pattern, and a
+  // compiler may turn a conditional expression into a branch (g++ 12 did in min_suffix).
+  static V select(std::size_t bit, V a, V b) {
+    using U = std::make_unsigned_t<V>;
+    const U mask = U{0} - static_cast<U>(bit); // all ones when bit is 1
+    return static_cast<V>((static_cast<U>(a) & mask) | (static_cast<U>(b) & ~mask));
+  }
+
   void apply(std::size_t node, V d) {
     min_[node] += d;
     if (node < size_) {
@@ -182,7 +191,7 @@ class min_add_tree {
     V below = min_[x];
     while (x > 1) {
       const std::size_t sibling = x ^ 1;
-      apply(sibling, x % 2 == 0 ? d : 0);
+      apply(sibling, select(x % 2, 0, d));
       x /= 2;
       below = std::min(below, min_[sibling]) + add_[x];
       min_[x] = below;
@@ -194,7 +203,7 @@ class min_add_tree {
     V m = min_[x];
     while (x > 1) {
       const V sibling = min_[x ^ 1];
-      m = std::min(m, x % 2 == 0 ? sibling : none);
+      m = std::min(m, select(x % 2, none, sibling));
       x /= 2;
       m += add_[x];
     }
