@@ -2,7 +2,7 @@
 """From a timing file (vit_time.py): the cost model fitted to the encoder, and the balance in
 milliseconds of global batches assigned by every method.
 
-    vit_report.py timings.json.gz [--dp 64,256] [--ga 16] [--json report.json]
+    vit_report.py timings.json.gz [--dp 16,64,256] [--ga 16] [--json report.json]
 
 Prints Markdown: per encoder, the calibration table (coefficients, R^2, relative errors, where the
 model misses, the preset to ship), then per encoder, stream and dp the balance table. Exits 3
@@ -18,9 +18,10 @@ calibration packs.
 Balance: the global batch of shape dp x ga is the first dp * ga packs of a stream, rank r having
 loaded packs [r * ga, (r + 1) * ga), one pack per cell. Every method assigns from the calibrated
 model's costs (what a trainer knows before the step); each cell then takes its pack's measured
-time wherever it runs. Per method: A (per micro-step, the slowest rank, summed), B (the slowest
-rank's total), and waste 1 - ideal / actual with ideal = total / dp, measured and as the model
-predicts. Targets: packswap (eps 0) measured A within 1% of LB_A of the measured times, and the
+time wherever it runs. One more row solves on the default cost model's costs (what a user who
+does not calibrate gets). Per method: A (per micro-step, the slowest rank, summed), B (the
+slowest rank's total), and waste 1 - ideal / actual with ideal = total / dp, measured and as the
+model predicts. Targets: packswap (eps 0) measured A within 1% of LB_A of the measured times, and the
 measured waste reduction (no rebalancing -> packswap eps 0, of A and of B) within 10% of the
 model's.
 """
@@ -148,9 +149,7 @@ def calibration_of(doc: dict, encoder: str) -> Optional[dict]:
 
     return {
         "encoder": encoder,
-        "model": {name: getattr(model, name) for name in (
-            "pack_fs", "vit_fixed_fs", "vit_per_image_token_fs", "vit_attention_fs",
-            "llm_per_token_fs", "llm_attention_fs")},
+        "model": {name: getattr(model, name) for name in MODEL_FIELDS},
         "zeroed": list(fit.zeroed),
         "r_squared": fit.r_squared,
         "rms_error_us": fit.rms_error_us,
@@ -215,6 +214,11 @@ def balance_of(doc: dict, encoder: str, stream: str, dp: int, ga: int,
         sol = packswap.solve(costs, nbytes, source, dp=dp, ga=ga, eps=eps)
         methods[f"packswap eps {eps:g}"] = (
             f"packswap, eps {eps:g}", (np.asarray(sol.rank), np.asarray(sol.micro_step)))
+    # What a user who does not calibrate gets: the same solve on DESIGN.md's default costs.
+    sol = packswap.solve(packswap.CostModel().costs(features), nbytes, source, dp=dp, ga=ga)
+    methods["packswap eps 0 default model"] = (
+        "packswap, eps 0, on the default cost model (not calibrated)",
+        (np.asarray(sol.rank), np.asarray(sol.micro_step)))
 
     rows = []
     for name, (what, cells) in methods.items():
@@ -277,6 +281,11 @@ def preset_name(encoder: str, machine: dict) -> str:
     return f"{encoder.replace('-', '_')}_{slug}_{dtype}"
 
 
+MODEL_FIELDS = ("pack_fs", "vit_fixed_fs", "vit_per_image_token_fs", "vit_attention_fs",
+                "llm_per_token_fs", "llm_attention_fs")
+"""packswap::cost_model's members, in declaration order."""
+
+
 def fs(v: int) -> str:
     return f"{v:,}".replace(",", "'")
 
@@ -292,14 +301,11 @@ def preset_text(doc: dict, cal: dict) -> str:
                f"{cal['packs_fit']} packs: R^2 {cal['r_squared']:.4f}, relative error median "
                f"{pct(cal['fit']['median'])}, p95 {pct(cal['fit']['p95'])}.")
     lines = ["/// " + line for line in textwrap.wrap(comment, 96)]
-    lines += [
-        f"inline cost_model {name}() noexcept {{",
-        "  cost_model m{0, 0, 0, 0, 0, 0};",
-    ]
-    for key, value in cal["model"].items():
-        if value:
-            lines.append(f"  m.{key} = {fs(value)};")
-    lines += ["  return m;", "}"]
+    # cost_model's members in declaration order, each named, one a line (as clang-format sets it)
+    terms = [f"/*{key}=*/{fs(cal['model'].get(key, 0))}" for key in MODEL_FIELDS]
+    body = ["  return {" + terms[0] + ","] + [" " * 10 + t + "," for t in terms[1:-1]]
+    body.append(" " * 10 + terms[-1] + "};")
+    lines += [f"[[nodiscard]] inline cost_model {name}() noexcept {{"] + body + ["}"]
     return "\n".join(lines)
 
 
@@ -309,8 +315,9 @@ def machine_line(m: dict) -> str:
         where = f"{m['gpu']} (driver {m.get('driver')}, CUDA {m.get('cuda')})"
     else:
         where = f"{m.get('device', 'cpu')} ({m.get('host_cpu', 'unknown processor')})"
-    return (f"{where}, torch {m.get('torch')}, {m.get('dtype')}, packswap {m.get('packswap')} "
-            f"({m.get('commit')}), {m.get('date')}")
+    version = f"packswap {m['packswap']} ({m.get('commit')})" if m.get("packswap") else \
+        f"packswap commit {m.get('commit')}"
+    return f"{where}, torch {m.get('torch')}, {m.get('dtype')}, {version}, {m.get('date')}"
 
 
 def render(doc: dict, calibrations: List[dict], balances: List[dict]) -> str:
@@ -331,8 +338,10 @@ def render(doc: dict, calibrations: List[dict], balances: List[dict]) -> str:
     for cal in calibrations:
         enc = doc["encoders"][cal["encoder"]]
         w("")
+        timing = {"cuda graphs": "; each pack replayed as CUDA graphs",
+                  "eager": "; run eagerly"}.get(enc.get("timing"), "")
         w(f"## Calibration: {cal['encoder']} ({enc['description']}; {enc['attention']} "
-          "attention)")
+          f"attention{timing})")
         w("")
         w(f"Fitted on {cal['packs_fit']} calibration packs; {cal['packs_held_out']} stream packs "
           "held out. Terms fixed at 0 by the fit: "
@@ -444,7 +453,7 @@ def targets_met(calibrations: List[dict], balances: List[dict]) -> bool:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("timings", help="timing file from vit_time.py (.json or .json.gz)")
-    ap.add_argument("--dp", default="64,256", help="data-parallel sizes (%(default)s)")
+    ap.add_argument("--dp", default="16,64,256", help="data-parallel sizes (%(default)s)")
     ap.add_argument("--ga", type=int, default=16, help="micro-steps per global batch (%(default)s)")
     ap.add_argument("--json", help="also write every figure to this JSON file")
     args = ap.parse_args(argv)

@@ -251,7 +251,17 @@ def test_balance_tables_come_from_each_cells_measured_time(doc, tables):
     sol = packswap.solve(costs, packswap.PayloadModel().bytes(features), np.arange(256) // GA,
                          dp=16, ga=GA, eps=0.0)
     rows = {r["method"]: r for r in bal["rows"]}
-    assert list(rows) == ["none", "local", "lpt", "kk", "packswap eps 0", "packswap eps 0.01"]
+    assert list(rows) == ["none", "local", "lpt", "kk", "packswap eps 0", "packswap eps 0.01",
+                          "packswap eps 0 default model"]
+    # the uncalibrated row: the same solve on the default model's costs, timed the same way
+    plain = packswap.solve(packswap.CostModel().costs(features),
+                           packswap.PayloadModel().bytes(features), np.arange(256) // GA,
+                           dp=16, ga=GA, eps=0.0)
+    load = np.zeros((16, GA))
+    np.add.at(load, (plain.rank, plain.micro_step), measured)
+    assert rows["packswap eps 0 default model"]["measured"]["A_ms"] == pytest.approx(
+        load.max(axis=0).sum(), rel=1e-12)
+    assert rows["packswap eps 0 default model"]["moved"] == plain.metrics["moved"]
     ps = rows["packswap eps 0"]
     load = np.zeros((16, GA))
     np.add.at(load, (sol.rank, sol.micro_step), measured)
@@ -279,7 +289,7 @@ def test_the_report_prints_every_table_and_exits_0_when_every_target_is_met(tmp_
     assert rc == 0 and "all targets met" in text and "MISSED" not in text
     assert "Synthetic data, not a measurement" in text and "No preset from synthetic data" in text
     for what in ("no rebalancing", "local reordering", "LPT per micro-step", "Karmarkar-Karp",
-                 "packswap, eps 0 ", "packswap, eps 0.01"):
+                 "packswap, eps 0 ", "packswap, eps 0.01", "packswap, eps 0, on the default"):
         assert text.count(f"| {what}") == 6, what
     assert text.count("## Calibration: ") == 2 and text.count("## Balance in milliseconds") == 6
     assert (tmp_path / "r.json").stat().st_size > 0
@@ -339,11 +349,15 @@ def test_the_preset_is_cpp_named_after_encoder_gpu_and_dtype(doc, tables):
                             "torch": "2.11.0", "date": "2026-12-01 12:00 UTC"})
     real["encoders"]["vit-l14"]["attention"] = "varlen"
     text = vit_report.preset_text(real, cals[0])
-    assert "inline cost_model vit_l14_h200_bf16() noexcept {" in text
-    assert f"m.vit_fixed_fs = {cals[0]['model']['vit_fixed_fs']:,};".replace(",", "'") in text
-    assert "m.pack_fs" not in text  # terms left at 0 are not spelled out
+    assert "[[nodiscard]] inline cost_model vit_l14_h200_bf16() noexcept {" in text
+    # every member named, in declaration order, the fitted ones with digit separators
+    body = " ".join(text[text.index("{\n") + 2:].split())
+    assert body.startswith("return {/*pack_fs=*/0, /*vit_fixed_fs=*/"
+                           + f"{cals[0]['model']['vit_fixed_fs']:,}".replace(",", "'") + ",")
+    assert body.endswith("/*llm_per_token_fs=*/0, /*llm_attention_fs=*/0}; }")
     comment = " ".join(line[4:] for line in text.splitlines() if line.startswith("/// "))
     assert "NVIDIA H200 (driver 580.1, CUDA 13.0), torch 2.11.0, bfloat16" in comment
     assert all(len(line) <= 100 for line in text.splitlines())
     rendered = vit_report.render(real, cals, [])
     assert "```cpp" in rendered and "packswap.CostModel(vit_fixed_fs=" in rendered
+
