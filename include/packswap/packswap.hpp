@@ -18,6 +18,7 @@
 #include "packswap/cost/features.hpp"
 #include "packswap/cost/pack_meta.hpp"
 #include "packswap/cost/payload.hpp"
+#include "packswap/cost/presets.hpp"
 #include "packswap/packing/budgeted_packer.hpp"
 #include "packswap/packing/greedy_packer.hpp"
 #include "packswap/packing/metrics.hpp"

@@ -6,6 +6,7 @@
 #include <packswap/cost/features.hpp>
 #include <packswap/cost/pack_meta.hpp>
 #include <packswap/cost/payload.hpp>
+#include <packswap/cost/presets.hpp>
 
 #include <pybind11/stl.h>
 
@@ -184,6 +185,14 @@ overflow-checked, so every rank gets the same cost. The defaults are the measure
             return adopt(costs_of(model, feature_rows(features)));
           },
           py::arg("features"), "Costs of many packs: (n, 7) features -> int64 array of n.")
+      .def_static("vit_l14_h200_bf16", &vit_l14_h200_bf16,
+                  R"(A ViT-L/14-like encoder's forward + backward on one H200 in bf16, fitted by
+./scripts/gpu-vit (docs/vit-calibration.md): 5.2 ms per pack with images, 4.66 us per image token,
+1.28 ns per image token squared (summed over images). Encoder terms only.)")
+      .def_static("so400m_h200_bf16", &so400m_h200_bf16,
+                  R"(A So400m-like encoder's forward + backward on one H200 in bf16, fitted by
+./scripts/gpu-vit (docs/vit-calibration.md): 6.3 ms per pack with images, 6.35 us per image token,
+2.22 ns per image token squared (summed over images). Encoder terms only.)")
       .def("__eq__",
            [](const cost_model& a, const cost_model& b) {
              return a.pack_fs == b.pack_fs && a.vit_fixed_fs == b.vit_fixed_fs &&

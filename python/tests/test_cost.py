@@ -93,3 +93,32 @@ def test_make_pack_meta_prices_a_batch_as_the_simulator_does():
         packswap.make_pack_meta(f, dp=4, ga=4)
     with pytest.raises(ValueError, match="cost_model::pack_fs is -1"):
         packswap.make_pack_meta(f, dp=8, ga=4, cost=packswap.CostModel(pack_fs=-1))
+
+
+def test_the_h200_presets_are_the_fits_the_gpu_run_logged():
+    """The presets in packswap/cost/presets.hpp are the blocks docs/vit-calibration.log printed."""
+    import pathlib
+    import re
+
+    log = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "vit-calibration.log").read_text()
+    presets = {"vit_l14_h200_bf16": packswap.CostModel.vit_l14_h200_bf16(),
+               "so400m_h200_bf16": packswap.CostModel.so400m_h200_bf16()}
+    for name, model in presets.items():
+        block = re.search(r"inline cost_model " + name + r"\(\) noexcept \{(.*?)\n\}", log, re.S)
+        assert block, f"{name} is not in docs/vit-calibration.log"
+        # either spelling the report has printed: `m.name = value;` or `/*name=*/value`
+        pairs = re.findall(r"(?:m\.(\w+) = |/\*(\w+)=\*/)([0-9']+)", block.group(1))
+        logged = {a or b: int(v.replace("'", "")) for a, b, v in pairs}
+        assert logged and all(getattr(model, k) == v for k, v in logged.items()), (name, logged)
+        # every other term is 0: the encoder alone
+        for k in ("pack_fs", "vit_fixed_fs", "vit_per_image_token_fs", "vit_attention_fs",
+                  "llm_per_token_fs", "llm_attention_fs"):
+            assert getattr(model, k) == logged.get(k, 0)
+        # the same model spelled for Python on the log's next line
+        kwargs = re.search(r"From Python: `packswap\.CostModel\((.*?)\)`", log[block.end():])
+        assert packswap.CostModel(**{k: int(v) for k, v in
+                                     re.findall(r"(\w+)=(\d+)", kwargs.group(1))}) == model
+    # the calibration's largest pack, one image of 8,119 tokens
+    one = packswap.PackFeatures(images=1, image_tokens=8119, image_tokens_sq=8119 ** 2)
+    assert presets["vit_l14_h200_bf16"](one) == 127_204
+    assert presets["so400m_h200_bf16"](one) == 204_086

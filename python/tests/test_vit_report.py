@@ -361,3 +361,26 @@ def test_the_preset_is_cpp_named_after_encoder_gpu_and_dtype(doc, tables):
     rendered = vit_report.render(real, cals, [])
     assert "```cpp" in rendered and "packswap.CostModel(vit_fixed_fs=" in rendered
 
+
+# ---- the shipped measurements ------------------------------------------------------------------
+
+
+def test_the_shipped_presets_are_refitted_from_the_committed_timings():
+    """docs/vit-timings.json.gz, fitted again here, gives the presets bit for bit, and the
+    report prints them in the form presets.hpp holds."""
+    doc = vt.load(str(REPO / "docs" / "vit-timings.json.gz"))
+    shipped = {"vit-l14": packswap.CostModel.vit_l14_h200_bf16(),
+               "so400m": packswap.CostModel.so400m_h200_bf16()}
+    header = (REPO / "include" / "packswap" / "cost" / "presets.hpp").read_text()
+    for encoder, model in shipped.items():
+        cal = vit_report.calibration_of(doc, encoder)
+        assert cal["model"] == {k: getattr(model, k) for k in vit_report.MODEL_FIELDS}
+        assert cal["target_met"]
+        block = vit_report.preset_text(doc, cal)
+        assert block[block.index("[[nodiscard]]"):] in header, block
+    # the balance run's timings meet the targets the report checks
+    doc = vt.load(str(REPO / "docs" / "vit-balance-timings.json.gz"))
+    cal = vit_report.calibration_of(doc, "vit-l14")
+    bal = vit_report.balance_of(doc, "vit-l14", "vlm-pretrain", 16, 16,
+                                vit_report.cost_model_of(cal))
+    assert bal is not None and all(t["met"] for t in bal["targets"]), bal["targets"]
