@@ -21,9 +21,9 @@ model's costs (what a trainer knows before the step); each cell then takes its p
 time wherever it runs. One more row solves on the default cost model's costs (what a user who
 does not calibrate gets). Per method: A (per micro-step, the slowest rank, summed), B (the
 slowest rank's total), and waste 1 - ideal / actual with ideal = total / dp, measured and as the
-model predicts. Targets: packswap (eps 0) measured A within 1% of LB_A of the measured times, and the
-measured waste reduction (no rebalancing -> packswap eps 0, of A and of B) within 10% of the
-model's.
+model predicts. Targets: packswap (eps 0) measured A within 1% of LB_A of the measured times,
+and the measured waste reduction (no rebalancing -> packswap eps 0, of A and of B) within 10% of
+the model's.
 """
 
 from __future__ import annotations
