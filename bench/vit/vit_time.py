@@ -35,6 +35,7 @@ without a CUDA GPU when --device is cuda (nothing measured).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import os
@@ -124,9 +125,22 @@ class Timer:
     def _loss(self, pixels: torch.Tensor, layout: vm.PackLayout) -> torch.Tensor:
         return self.model(pixels, layout).float().square().mean()
 
-    def run(self, images: Sequence[int], runs: int) -> Tuple[List[float], List[float]]:
+    def _inputs(self, images: Sequence[int]) -> Tuple[torch.Tensor, vm.PackLayout]:
+        """A pack's synthetic pixels and its layout, on the device."""
         layout = vm.PackLayout(images, self.device)
-        pixels = vm.random_pixels(layout, self.model.shape, self.dtype)
+        return vm.random_pixels(layout, self.model.shape, self.dtype), layout
+
+    @contextlib.contextmanager
+    def _on_capture_stream(self):
+        """Runs the block on the capture stream, after the current stream's work so far and
+        before its work to come."""
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            yield
+        torch.cuda.current_stream().wait_stream(self.stream)
+
+    def run(self, images: Sequence[int], runs: int) -> Tuple[List[float], List[float]]:
+        pixels, layout = self._inputs(images)
         total, forward = (self._replay if self.graphs else self._eager)(pixels, layout, runs)
         self.runs += runs
         self.packs += 1
@@ -149,23 +163,11 @@ class Timer:
         return total, forward
 
     def warm_up_eagerly(self, images: Sequence[int], runs: int) -> List[float]:
-        """Eager runs on the capture stream (what capturing needs first: the libraries' lazy
-        set-up happens outside a capture); returns their times."""
-        if not self.graphs:
-            return self.run(images, runs)[0]
-        self.stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.stream):
-            layout = vm.PackLayout(images, self.device)
-            pixels = vm.random_pixels(layout, self.model.shape, self.dtype)
-            clock = Clock(self.device, 3)
-            times = []
-            for _ in range(runs):
-                self.model.zero_grad(set_to_none=True)
-                clock.mark(0)
-                self._loss(pixels, layout).backward()
-                clock.mark(2)
-                times.append(clock.ms(0, 2))
-        torch.cuda.current_stream().wait_stream(self.stream)
+        """Eager runs, on the capture stream with graphs (what capturing needs first: the
+        libraries' lazy set-up happens outside a capture); returns their times."""
+        pixels, layout = self._inputs(images)
+        with self._on_capture_stream() if self.graphs else contextlib.nullcontext():
+            times = self._eager(pixels, layout, runs)[0]
         self.model.zero_grad(set_to_none=True)
         return times
 
@@ -180,8 +182,7 @@ class Timer:
         gc.collect()
         torch.cuda.empty_cache()
         fwd, bwd = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
-        self.stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.stream):
+        with self._on_capture_stream():
             fwd.capture_begin()
             try:
                 loss = self._loss(pixels, layout)
@@ -192,7 +193,6 @@ class Timer:
                 loss.backward()
             finally:
                 bwd.capture_end()
-        torch.cuda.current_stream().wait_stream(self.stream)
         return fwd, bwd, loss
 
     def _replay(self, pixels: torch.Tensor, layout: vm.PackLayout,
@@ -216,18 +216,15 @@ class Timer:
     def check_replay(self, images: Sequence[int]) -> float:
         """The largest difference between the loss and parameter gradients that one replay
         computes and an eager run's, on one pack, relative to each tensor's largest value."""
-        layout = vm.PackLayout(images, self.device)
-        pixels = vm.random_pixels(layout, self.model.shape, self.dtype)
+        pixels, layout = self._inputs(images)
         self.model.zero_grad(set_to_none=True)
         # On the capture stream, and the autograd graph dropped before capturing: a gradient
         # accumulator made on another stream and still alive would break the capture.
-        self.stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.stream):
+        with self._on_capture_stream():
             loss = self._loss(pixels, layout)
             loss.backward()
             eager = [loss.detach().float()] + [p.grad.float().clone()
                                                for p in self.model.parameters()]
-        torch.cuda.current_stream().wait_stream(self.stream)
         del loss
         fwd, bwd, loss = self._capture(pixels, layout)
         fwd.replay()
