@@ -36,8 +36,9 @@ class bring_home_phase {
   // `dense`: most packs start away from home, and most visits weigh trades (the settle from
   // stage 1); from `capped_settle_from` packs each visit then weighs at most `settle_pairs`
   // compensating pairs, and from `prefetch_settle_from` packs the records their trades read are
-  // fetched ahead (see below); with few levels the packs are visited heaviest first, and a pass
-  // ends where its visits stop paying.
+  // fetched ahead (see below; with many levels, at any size, the home rank's list at the pack's
+  // level and the first pack on it); with few levels the packs are visited heaviest first, and a
+  // pass ends where its visits stop paying.
   void run(state& st, const tuning& tune, bool dense = false) {
     // Every rank's st.full up to date in one sequential pass, rather than rebuilt on first use
     // from a st.cnt line fetched at random.
@@ -110,6 +111,25 @@ class bring_home_phase {
                 prefetch(&st.item_level[t * st.k + i]);
               }
             }
+          }
+        }
+        if (by_level && dense && next + state::prefetch_distance / 2 < visits) {
+          // The settle, by level: the home rank's list head and away count at the pack's level
+          // (the pack's record came in half the distance ago), then, a quarter of the distance
+          // later, the first pack on that list: its record and its link, which every trade reads.
+          const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 2]);
+          const std::size_t h = st.src(pack);
+          const auto l = static_cast<std::size_t>(st.pk[pack].level);
+          prefetch(&st.at_level[h * st.k + l]);
+          prefetch(&st.away_at[h * st.k + st.spread_pos[l]]);
+        }
+        if (by_level && dense && next + state::prefetch_distance / 4 < visits) {
+          const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 4]);
+          const std::int32_t q =
+              st.at_level[st.src(pack) * st.k + static_cast<std::size_t>(st.pk[pack].level)];
+          if (q >= 0) {
+            prefetch(&st.pk[static_cast<std::size_t>(q)]);
+            prefetch(&st.next_at_level[static_cast<std::size_t>(q)]);
           }
         }
         if (prefetch_items && next + state::prefetch_distance / 4 < visits) {
