@@ -372,7 +372,7 @@ TEST_CASE("stage 2's work stays under its bound on the stress set, and its answe
 
 TEST_CASE("a repair that cannot end within the work bound gives up early, keeping A and B") {
   // Bimodal costs at eps = 0 with 4,096 ranks: the repair lowers the excess too slowly to end
-  // within the bound, and gives up at its pace (repair_phase::hopeless) well before it: the work
+  // within the bound, and gives up at its pace (repair_pace::hopeless) well before it: the work
   // reported, the fallback's included, stays below the search's bound alone. The answer is the
   // fallback's, as at the bound: at 65,536 packs, a settle that weighs a few compensating pairs
   // per visit (bring_home_phase::capped_settle_from).
@@ -393,7 +393,7 @@ TEST_CASE("a repair that cannot end within the work bound gives up early, keepin
 TEST_CASE("with many levels, a repair that stalls gives up long before the work bound") {
   // Log-normal costs at eps = 0 on 16 ranks of 1,024 levels: each repair step reads tens of
   // thousands of units, the repair sheds most of the excess in its first steps and then stalls.
-  // The pace, judged from the 4th step and over the recent work (repair_phase::hopeless), ends
+  // The pace, judged from the 4th step and over the recent work (repair_pace::hopeless), ends
   // the search well before its bound (judged as with few levels, it spends all of it, 1.25 M
   // units with the fallback's): the work reported, the fallback's included, stays under two
   // thirds of the search's bound alone, and the answer is the fallback's, keeping A and B.
@@ -460,7 +460,7 @@ TEST_CASE("an attempt whose repair rounds get no nearer ends early, keeping A an
 TEST_CASE("in a large batch with few levels, a repair that slows steadily gives up early") {
   // Bimodal costs at eps = 0 on 1,024 ranks of 16 levels: each repair step sheds less excess
   // than the one before, and the repair would need several times the work bound. The pace over
-  // the recent work (repair_phase::hopeless, batches of 16,384 packs or more) ends the search:
+  // the recent work (repair_pace::hopeless, batches of 16,384 packs or more) ends the search:
   // the work reported, the fallback's included, stays under three fifths of the search's bound
   // alone (judged by the pace since the start alone, the search gives up later and the work
   // reported is 1.07 M and 1.11 M units, past that bound; by the recent pace at twice its rate,
@@ -595,7 +595,7 @@ TEST_CASE("a repair short of work takes a partner's full fix without searching t
   // multiples at dp 16,384 x ga 16 (262,144 packs), eps = 0: costs from 15 values, one to a
   // level, so the re-deal moves no load and the repair takes a cross-level swap for most ranks
   // over the limit; past the point where it would need more than half the work left
-  // (repair_phase::short_of_work), a step takes the first partner's full fix. Searching the cost
+  // (repair_pace::hurried), a step takes the first partner's full fix. Searching the cost
   // index as well for one moving fewer bytes took 6.81 and 6.57 million units (0.76 and 0.74 of
   // the search's bound); without, 5.47 and 5.25 million, with A and B kept.
   const shape s{16384, 16, 1};

@@ -2,6 +2,7 @@
 
 #include "packswap/detail/products.hpp"
 #include "packswap/refine/detail/stage2/chain.hpp"
+#include "packswap/refine/detail/stage2/pace.hpp"
 #include "packswap/refine/detail/stage2/pick.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
@@ -29,11 +30,12 @@ namespace packswap::detail::stage2 {
 /// (`batch_step`); (3) the best single partial fix, among four times as many picks (by gain with
 /// 64 levels or more, else by bytes); (4) in the chained attempts, two swaps in a chain
 /// (`chain_search`). A rank no swap helps is passed over while the attempt is not short of work
-/// (`short_of_work`), and the others repaired; the run then returns false, naming the ranks
+/// (`repair_pace::hurried`), and the others repaired; the run then returns false, naming the ranks
 /// passed over (`stuck_ranks`), for the caller to free their pins. It also returns false when
 /// out of swaps or out of work (`state::out_of_work`), or when the attempt's repairs, at the pace
-/// they go, cannot end it within the work left (`hopeless`: then the search gives up the rest of
-/// its work and no later attempt runs, as the answer at the bound would be the fallback's anyway).
+/// they go, cannot end it within the work left (`repair_pace::hopeless`: then the search gives up
+/// the rest of its work and no later attempt runs, as the answer at the bound would be the
+/// fallback's anyway).
 ///
 /// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step,
 /// for p picks (repair_picks of each kind, four times as many for a partial fix) and the m
@@ -48,7 +50,7 @@ class repair_phase {
   // Lowers every rank to the limit and fixes crowded levels, the worst rank first. Returns false
   // when out of swaps or work (`stuck_ranks()` then empty: the attempt gives up) or when no swap
   // helps some rank (`stuck_ranks()` lists every such rank). A rank no swap helps is passed over
-  // while the attempt is not hurried (see short_of_work()): the ranks after it are repaired in
+  // while the attempt is not hurried (see repair_pace::hurried): the ranks after it are repaired in
   // the same run, and the caller frees the pins of all those passed over at once, before its next
   // re-deal. (`high-res` at dp 4,096 x ga 4, four packs a rank, meets such a rank after a few
   // hundred steps: ending the run there, one rank unlocking a round for up to five rounds, its six
@@ -80,10 +82,7 @@ class repair_phase {
     for (std::size_t r = 0; r < st.dp; ++r) {
       st.total_excess += st.excess(r);
     }
-    if (start_work_ < 0) { // the attempt's first repair
-      start_work_ = st.work;
-      start_excess_ = st.total_excess;
-    }
+    pace_.begin(st);
     for (std::size_t r = 0; r < st.dp; ++r) {
       const std::int64_t key = over_key(st, r);
       if (key > 0) {
@@ -103,11 +102,11 @@ class repair_phase {
       if (++swaps > budget || st.out_of_work()) {
         return give_up();
       }
-      if (hopeless(st)) {
+      if (pace_.hopeless(st)) {
         st.gave_up = true; // the fallback's allowance is counted from here
         return give_up();
       }
-      hurried_ = hurried_ || short_of_work(st);
+      const bool hurried = pace_.hurry(st);
       changed_.assign(1, r);
       ++steps_on_[r];
       const std::int64_t work_before = st.work;
@@ -120,7 +119,7 @@ class repair_phase {
             return give_up();
           }
           stuck_.push_back(r);
-          if (hurried_) {
+          if (hurried) {
             return false;
           }
           continue; // passed over
@@ -129,11 +128,7 @@ class repair_phase {
         changed_.push_back(s2);
         --chains_left;
       }
-      if (level_step) {
-        level_work_ += st.work - work_before;
-      } else {
-        ++load_steps_;
-      }
+      pace_.step_done(level_step, st.work - work_before);
       for (const std::size_t changed : changed_) {
         const std::int64_t k2 = over_key(st, changed);
         if (k2 > 0) {
@@ -151,86 +146,10 @@ class repair_phase {
   // (out of swaps or work) or succeeded.
   const std::vector<std::size_t>& stuck_ranks() const { return stuck_; }
 
-  // A new attempt: its repair rounds are judged together (see hopeless()).
-  void start_attempt() {
-    recent_ = {};
-    start_work_ = -1;
-    hurried_ = false;
-    level_work_ = 0;
-    load_steps_ = 0;
-  }
+  // A new attempt: its repair rounds are judged together (see repair_pace).
+  void start_attempt() { pace_.start_attempt(); }
 
  private:
-  // Whether the attempt's repairs, at the pace they have lowered the total excess since its
-  // first repair began, cannot end it within the work left, even at twice that pace: then
-  // the work left would be spent for nothing, as the answer would be the fallback anyway.
-  // The pace counts the work of the steps on load excess only (the steps that fix crowded
-  // levels come first and need not lower it). It is judged once those steps number at least
-  // judged_after_steps and have spent a part (1 / judged_after_part) of the allowance the
-  // attempt started with: with many ranks to repair it mostly slows as the ranks left get
-  // harder, while a few ranks may take many small steps before a large one. With many levels
-  // (bold_from_levels) a step reads O(m k) and an attempt may take only tens of them, so in
-  // batches of judged_early_from packs or more the pace is judged from the 4th step. In batches
-  // that large it is also judged over the recent work alone (`recent_`), at that pace without
-  // the factor two: with many levels such repairs typically shed most of the excess in their
-  // first steps and then stall; with fewer a repair may slow steadily, each step shedding less
-  // than the one before (bimodal costs at dp 1,024 x ga 16 need up to eight times the bound),
-  // which the pace since the start judges only late, and the recent pace of a repair that slows
-  // overstates the pace to come. (With the factor two those bimodal batches reported 0.69-0.95 M
-  // units of work, the fallback's included, instead of 0.53-0.71 M; over the stress set's
-  // batches from 16,384 packs at ga 16 and below and the benchmark workloads', the one search it
-  // let succeed, at the bound's edge, moved 0.010 of Karmarkar-Karp's bytes fewer than the
-  // fallback.) (In smaller batches the bound's constant makes most of the allowance, the whole of
-  // it costs a few milliseconds, and the later attempts' chained repairs often succeed late: there,
-  // judging early lost more bytes than it saved time.) Integers and work counts only: every rank
-  // gives up at the same step. O(1).
-  bool hopeless(const state& st) {
-    const bool large = st.n >= judged_early_from;
-    const bool judge_early = large && st.k >= bold_from_levels;
-    const std::int64_t spent = st.work - start_work_ - level_work_;
-    const std::int64_t left = st.work_limit - st.work;
-    const std::int64_t allowance = st.work_limit - start_work_;
-    if (load_steps_ < (judge_early ? judged_early_after_steps : judged_after_steps) ||
-        spent < allowance / judged_after_part || left <= 0) {
-      return false;
-    }
-    const std::int64_t done = start_excess_ - st.total_excess;
-    if (done <= 0) {
-      return true;
-    }
-    if (large && recent_.hopeless(spent, st.total_excess, allowance, left)) {
-      return true;
-    }
-    // total_excess / (done / spent) > 2 left, as products (128 bits).
-    return compare_products(st.total_excess, spent, done, 2 * left) > 0;
-  }
-
-  // Whether the attempt's repairs, at the pace they have lowered the total excess since its
-  // first repair began, would need more than half the work left (judged as hopeless() is, from
-  // the same step). From then on, for the rest of the attempt, a step reads no partner after one
-  // that gave a full fix, as it always does with 64 levels or more: with fewer levels each
-  // partner costs O(k scan_limit), and reading all eight finds fixes that move a few thousandths
-  // of Karmarkar-Karp's bytes fewer, which is worth its work only while the work lasts. On the
-  // stress set it changes only batches at ga 16 whose repairs take a step for most ranks
-  // (`multiples`, costs from 15 values: 8.4-8.7 million units at 262,144 packs, and up to 41
-  // million, past the bound, at 1,048,576; `ties`, `high-res`): 19-48% fewer units than reading
-  // every partner, moved bytes within 0.003 of Karmarkar-Karp's of what that moves, and four
-  // `multiples` batches that would end at the bound end within it, moving 0.25 instead of the
-  // fallback's 0.28-0.38. Nor does such a step search the cost index, once a partner gave a
-  // full fix, for one moving fewer bytes: on the stress set 17-44% fewer units again (`multiples`
-  // 6.6-7.0 million -> 5.3-5.7 million at 262,144 packs, 21-31 million -> 15-26 million at
-  // 1,048,576; `ties` 1.9 -> 1.1 million and 7.6 -> 4.3 million), moved bytes within 0.002 of
-  // Karmarkar-Karp's of what the search moves. Integers and work counts only. O(1).
-  bool short_of_work(const state& st) const {
-    const std::int64_t spent = st.work - start_work_ - level_work_;
-    const std::int64_t left = st.work_limit - st.work;
-    const std::int64_t done = start_excess_ - st.total_excess;
-    if (load_steps_ < judged_after_steps || done <= 0 || left <= 0) {
-      return false;
-    }
-    return compare_products(st.total_excess, 2 * spent, done, left) > 0;
-  }
-
   // Order of repair: crowded levels first (they block everything), then load excess.
   static std::int64_t over_key(state& st, std::size_t r) {
     const std::int64_t crowd = st.level_excess(r);
@@ -366,8 +285,8 @@ class repair_phase {
     };
     const auto full_known = [&] { return found && best.full == 1; };
     // A full fix that moves no more bytes cannot be beaten by much, and once the attempt is
-    // hurried any full fix is taken (see short_of_work()): stop looking.
-    const auto settled = [&] { return full_known() && (hurried_ || best.delta <= 0); };
+    // hurried any full fix is taken (see repair_pace::hurried): stop looking.
+    const auto settled = [&] { return full_known() && (pace_.hurried() || best.delta <= 0); };
     pick_(st, r, exc, crowded_level, tuning_.repair_picks);
     roomiest(st, static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
     // The roomiest ranks first: most fixes need a partner with room. Both ranks' packs by level
@@ -379,12 +298,12 @@ class repair_phase {
     // limit within a hair of the mean load leaves hundreds of ranks just above it, one step
     // each, and reading all eight partners for each took 7.6 k units per step at ga 256, more
     // than the work bound holds for all of them: `vlm-pretrain` 1,024 x 256 ended at the bound).
-    // With fewer levels, the same once the attempt is `hurried` (see short_of_work()).
+    // With fewer levels, the same once the attempt is `hurried` (see repair_pace::hurried).
     st.ensure_levels(); // built once a repair needs them: many batches need no step
     level_table(st, r, mine_);
     std::int64_t weighed = 0; // candidates, and pairs of levels, counted as work
     for (const std::size_t s2 : scratch_ranks_) {
-      if ((bold || hurried_) && full_known()) {
+      if ((bold || pace_.hurried()) && full_known()) {
         break;
       }
       level_table(st, s2, theirs_);
@@ -714,51 +633,15 @@ class repair_phase {
   }
 
   tuning tuning_{};
-  std::int64_t start_work_ = -1;  // work when the attempt's first repair began
-  std::int64_t start_excess_ = 0; // and the total excess then
-  std::int64_t level_work_ = 0;   // work of the attempt's steps on crowded levels
-  std::int64_t load_steps_ = 0;   // and its steps on load excess
-  bool hurried_ = false;          // see short_of_work()
-  static constexpr std::int64_t judged_after_part = 16;
-  static constexpr std::int64_t judged_after_steps = 256;
-  static constexpr std::int64_t judged_early_after_steps = 4;
-  static constexpr std::size_t judged_early_from = 16384; // packs
-  // The recent pace (see hopeless()): the total excess sampled once per 1/32 of the allowance of
-  // work, judged from the oldest of the last `samples` samples to now, the last 3/32 to 4/32 of
-  // the allowance.
-  struct recent_pace {
-    static constexpr std::size_t samples = 4;
-    std::int64_t spent[samples] = {};
-    std::int64_t excess[samples] = {};
-    std::size_t taken = 0;
-    // Samples (spent, now) and tells whether the excess cannot end within `left` at the pace of
-    // the window: the oldest sample kept to now.
-    bool hopeless(std::int64_t work, std::int64_t now, std::int64_t allowance, std::int64_t left) {
-      const std::int64_t every = std::max<std::int64_t>(1, allowance / 32);
-      if (taken == 0 || work >= spent[(taken - 1) % samples] + every) {
-        spent[taken % samples] = work;
-        excess[taken % samples] = now;
-        ++taken;
-      }
-      if (taken < samples) {
-        return false;
-      }
-      const std::size_t oldest = (taken - samples) % samples;
-      const std::int64_t done = excess[oldest] - now;
-      const std::int64_t over = work - spent[oldest];
-      return over > 0 && (done <= 0 || compare_products(now, over, done, left) > 0);
-    }
-  };
-  recent_pace recent_;
+  repair_pace pace_; // when the attempt gives up or hurries: see pace.hpp
   static constexpr std::int64_t crowded_key = std::int64_t{1} << 62; // see over_key()
   std::vector<std::size_t> scratch_ranks_;
   std::vector<std::size_t> roomiest_one_; // see index_search
   pack_picker pick_;
   chain_search chain_;
-  std::vector<std::size_t> changed_;   // the ranks a step changed
-  std::vector<std::size_t> stuck_;     // see stuck_ranks()
-  std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
-  static constexpr std::size_t bold_from_levels = 64;
+  std::vector<std::size_t> changed_;                       // the ranks a step changed
+  std::vector<std::size_t> stuck_;                         // see stuck_ranks()
+  std::vector<std::int32_t> steps_on_;                     // steps taken on each rank in this run
   static constexpr std::int32_t careful_steps = 2;         // see batch_step()
   static constexpr std::size_t careful_below_levels = 512; // see batch_step()
   static constexpr std::int32_t careful_rank_steps = 8;
