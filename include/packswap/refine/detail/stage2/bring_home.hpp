@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace packswap::detail::stage2 {
@@ -113,23 +114,28 @@ class bring_home_phase {
             }
           }
         }
-        if (by_level && dense && next + state::prefetch_distance / 2 < visits) {
+        if (by_level && dense) {
           // The settle, by level: the home rank's list head and away count at the pack's level
           // (the pack's record came in half the distance ago), then, a quarter of the distance
           // later, the first pack on that list: its record and its link, which every trade reads.
-          const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 2]);
-          const std::size_t h = st.src(pack);
-          const auto l = static_cast<std::size_t>(st.pk[pack].level);
-          prefetch(&st.at_level[h * st.k + l]);
-          prefetch(&st.away_at[h * st.k + st.spread_pos[l]]);
-        }
-        if (by_level && dense && next + state::prefetch_distance / 4 < visits) {
-          const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 4]);
-          const std::int32_t q =
-              st.at_level[st.src(pack) * st.k + static_cast<std::size_t>(st.pk[pack].level)];
-          if (q >= 0) {
-            prefetch(&st.pk[static_cast<std::size_t>(q)]);
-            prefetch(&st.next_at_level[static_cast<std::size_t>(q)]);
+          // The home rank's row start and the level of the pack `ahead` visits on.
+          const auto row_level = [&](std::size_t ahead) {
+            const auto pack = static_cast<std::size_t>(away_[next + ahead]);
+            return std::pair<std::size_t, std::size_t>{st.src(pack) * st.k,
+                                                       static_cast<std::size_t>(st.pk[pack].level)};
+          };
+          if (next + state::prefetch_distance / 2 < visits) {
+            const auto [row, l] = row_level(state::prefetch_distance / 2);
+            prefetch(&st.at_level[row + l]);
+            prefetch(&st.away_at[row + st.spread_pos[l]]);
+          }
+          if (next + state::prefetch_distance / 4 < visits) {
+            const auto [row, l] = row_level(state::prefetch_distance / 4);
+            const std::int32_t q = st.at_level[row + l];
+            if (q >= 0) {
+              prefetch(&st.pk[static_cast<std::size_t>(q)]);
+              prefetch(&st.next_at_level[static_cast<std::size_t>(q)]);
+            }
           }
         }
         if (prefetch_items && next + state::prefetch_distance / 4 < visits) {
