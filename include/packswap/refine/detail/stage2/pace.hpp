@@ -79,22 +79,20 @@ class repair_pace {
   bool hopeless(const state& st) {
     const bool large = st.n >= judged_early_from;
     const bool judge_early = large && st.k >= bold_from_levels;
-    const std::int64_t spent = st.work - start_work_ - level_work_;
-    const std::int64_t left = st.work_limit - st.work;
+    const progress now = measure(st);
     const std::int64_t allowance = st.work_limit - start_work_;
     if (load_steps_ < (judge_early ? judged_early_after_steps : judged_after_steps) ||
-        spent < allowance / judged_after_part || left <= 0) {
+        now.spent < allowance / judged_after_part || now.left <= 0) {
       return false;
     }
-    const std::int64_t done = start_excess_ - st.total_excess;
-    if (done <= 0) {
+    if (now.done <= 0) {
       return true;
     }
-    if (large && recent_.hopeless(spent, st.total_excess, allowance, left)) {
+    if (large && recent_.hopeless(now.spent, st.total_excess, allowance, now.left)) {
       return true;
     }
     // total_excess / (done / spent) > 2 left, as products (128 bits).
-    return compare_products(st.total_excess, spent, done, 2 * left) > 0;
+    return compare_products(st.total_excess, now.spent, now.done, 2 * now.left) > 0;
   }
 
  private:
@@ -115,13 +113,24 @@ class repair_pace {
   // 1,048,576; `ties` 1.9 -> 1.1 million and 7.6 -> 4.3 million), moved bytes within 0.002 of
   // Karmarkar-Karp's of what the search moves. Integers and work counts only. O(1).
   bool short_of_work(const state& st) const {
-    const std::int64_t spent = st.work - start_work_ - level_work_;
-    const std::int64_t left = st.work_limit - st.work;
-    const std::int64_t done = start_excess_ - st.total_excess;
-    if (load_steps_ < judged_after_steps || done <= 0 || left <= 0) {
+    const progress now = measure(st);
+    if (load_steps_ < judged_after_steps || now.done <= 0 || now.left <= 0) {
       return false;
     }
-    return compare_products(st.total_excess, 2 * spent, done, left) > 0;
+    return compare_products(st.total_excess, 2 * now.spent, now.done, now.left) > 0;
+  }
+
+  // Where the attempt's repairs stand, as both judges read it: the work of its steps on load
+  // excess (`spent`), the work left before the bound, and the excess removed since its first
+  // repair began (`done`).
+  struct progress {
+    std::int64_t spent = 0;
+    std::int64_t left = 0;
+    std::int64_t done = 0;
+  };
+  progress measure(const state& st) const {
+    return {st.work - start_work_ - level_work_, st.work_limit - st.work,
+            start_excess_ - st.total_excess};
   }
 
   std::int64_t start_work_ = -1;  // work when the attempt's first repair began
