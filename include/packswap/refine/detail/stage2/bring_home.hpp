@@ -23,9 +23,11 @@ namespace packswap::detail::stage2 {
 /// row of the home rank, q their packs there (none read where all are home: `state::away_at`;
 /// times the ranks of the home node with several nodes), plus the compensating pairs: at most
 /// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64), and
-/// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more. O(n) per
-/// pass where costs are distinct. Stops at the work limit (and a dense pass with few levels where
-/// its visits stop paying: `payoff`): every trade keeps the limits, so any prefix is an answer.
+/// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more; with many
+/// levels in batches of up to `rows_up_to` packs, the levels read from two rows instead, O(k /
+/// 16), and only the pairs that fit weighed. O(n) per pass where costs are distinct. Stops at the
+/// work limit (and a dense pass with few levels where its visits stop paying: `payoff`): every
+/// trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -405,7 +407,9 @@ class bring_home_phase {
   // away from home (moving them again costs nothing in general) carrying e = cost(u) - cost(v)
   // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
   // at most its spread: the levels are tried widest first and only while their spread can reach
-  // the range, at most `compensation_pairs` pairs in all (with few levels, every item of t once).
+  // the range, at most `compensation_pairs` pairs in all (with few levels, every item of t once;
+  // with many in batches of up to `rows_up_to` packs, only the pairs that fit, read from rows:
+  // compensate_by_rows).
   template <class Consider>
   void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
                   std::int64_t d, std::int64_t delta, Consider&& consider) {
@@ -458,6 +462,10 @@ class bring_home_phase {
       }
       return;
     }
+    if (st.n <= rows_up_to && st.rows_fit()) {
+      compensate_by_rows(st, t, r, p, q, need, e_lo, e_hi, delta, consider);
+      return;
+    }
     st.ensure_levels();
     std::int32_t pairs = std::min(compensation_pairs, pairs_left_);
     // The levels widest first, their away counts in sequence (see state::away_at).
@@ -498,6 +506,78 @@ class bring_home_phase {
     }
   }
 
+  // compensate() with many levels in batches of up to `rows_up_to` packs: the pairs read from
+  // the rows of t and r (state::ensure_away_rows), over the levels whose spread reaches `need`
+  // (widest first, as above), 16 levels at a time with no branch; only the pairs whose
+  // difference fits are weighed, at most `compensation_pairs` (and the visit's pairs). Where
+  // the loads leave a narrow range, as at eps = 0, the widest levels' pairs rarely fit, and
+  // weighing pairs one by one spends a visit's few on them: reading the rows finds the fitting
+  // pairs of every level for about the work of those few (on the stress set, `high-res` 64 x 256
+  // at eps = 0 moves 0.40-0.43 of Karmarkar-Karp's bytes instead of 0.68-0.74 within the same
+  // allowance). A row holds one pack per level, so where several of a rank's packs of a level
+  // are away from home, one of them pairs. Work: one unit per 32 levels read (the rows of 32-bit
+  // offsets are read in sequence and compared several at a time), one per block of 16 holding a
+  // pair that fits, one per pair weighed. Counted so, a settle that follows a search giving up
+  // took 1.03-1.14 times the time of the pairs weighed one by one (paired runs at 16,384 and
+  // 65,536 packs, ga 256 and 1,024): more of its trades succeed, and each moves four packs.
+  // Beyond `rows_up_to` packs the rows (4 bytes per pack) outgrow the core's caches, and each
+  // read fetches them from further out: at 262,144 packs (dp 1,024 x ga 256, eps = 0) the same
+  // work took 1.17-1.33 times the time (paired runs), past the time target there.
+  template <class Consider>
+  void compensate_by_rows(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
+                          std::int64_t need, std::int64_t e_lo, std::int64_t e_hi,
+                          std::int64_t delta, Consider&& consider) {
+    st.ensure_away_rows();
+    const auto spreads = st.widest_spread.begin();
+    const auto wide = static_cast<std::size_t>(
+        std::partition_point(spreads, spreads + static_cast<std::ptrdiff_t>(st.spread_levels),
+                             [&](std::int64_t spread) { return spread >= need; }) -
+        spreads);
+    st.work += static_cast<std::int64_t>(wide / 32 + 1);
+    // The difference of two packs of a level lies within its spread, below offset_bound: the
+    // range clamped to twice that keeps every difference that fits, in 32 bits.
+    constexpr std::int64_t clamp = 2 * state::offset_bound;
+    const auto lo = static_cast<std::int32_t>(std::clamp(e_lo, -clamp, clamp));
+    const auto hi = static_cast<std::int32_t>(std::clamp(e_hi, -clamp, clamp));
+    const std::int32_t* t_row = &st.away_offset[t * st.k];
+    const std::int32_t* r_row = &st.away_offset[r * st.k];
+    const auto fits = [&](std::size_t i) {
+      const std::int32_t e = t_row[i] - r_row[i];
+      return static_cast<int>(t_row[i] != state::no_offset) &
+             static_cast<int>(r_row[i] != state::no_offset) & static_cast<int>(e >= lo) &
+             static_cast<int>(e <= hi);
+    };
+    std::int32_t pairs = std::min(compensation_pairs, pairs_left_);
+    for (std::size_t block = 0; block < wide && pairs > 0; block += 16) {
+      const std::size_t end = std::min(wide, block + 16);
+      int any = 0;
+      for (std::size_t i = block; i < end; ++i) {
+        any |= fits(i);
+      }
+      if (any == 0) {
+        continue;
+      }
+      ++st.work;
+      std::size_t fitting[16];
+      std::size_t m = 0;
+      for (std::size_t i = block; i < end; ++i) {
+        fitting[m] = i;
+        m += static_cast<std::size_t>(fits(i));
+      }
+      for (std::size_t j = 0; j < m && pairs > 0; ++j) {
+        const auto u = static_cast<std::size_t>(st.away_pack[t * st.k + fitting[j]]);
+        const auto v = static_cast<std::size_t>(st.away_pack[r * st.k + fitting[j]]);
+        if (u == q || v == p) {
+          continue;
+        }
+        --pairs;
+        --pairs_left_;
+        ++st.work;
+        consider(move{q, u, v, delta + st.swap_delta(u, t, v, r)});
+      }
+    }
+  }
+
   // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1;
   // read from the item arrays, no pack record. O(k).
   void index_movable(const state& st, std::size_t r, std::size_t skip) {
@@ -519,6 +599,7 @@ class bring_home_phase {
   static constexpr std::size_t capped_settle_from = 8192;    // packs; see run()
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
+  static constexpr std::size_t rows_up_to = 65536;           // packs; see compensate_by_rows()
 
   std::int32_t passing_[scan_items_up_to]; // items of a rank that a trade may take; see run()
   std::int32_t pairing_[scan_items_up_to]; // items that may pair, within one trade's compensate()

@@ -80,7 +80,8 @@ struct tuning {
 /// O(1); swap_packs O(1) for packs of one level, else O(|a - b| + w) on each of the two ranks
 /// for packs of levels a and b, w the levels below min(a, b) down to the rank's previous full
 /// level (where full_from is up to date; else O(1), the rebuild left to full_from);
-/// level_excess(r) O(1) for a rank that crowds no level, else O(k); index_levels() O(n + dp k).
+/// level_excess(r) O(1) for a rank that crowds no level, else O(k); index_levels() O(n + dp k);
+/// ensure_away_rows() O(dp k) plus the home packs its walks pass.
 struct state {
   // How far ahead the passes over packs in input order fetch pack records.
   static constexpr std::size_t prefetch_distance = 8;
@@ -168,11 +169,9 @@ struct state {
     // Each level's spread (its largest cost less its smallest), and the levels by it, widest
     // first (ties by level); the first spread_levels of them have a spread above 0.
     level_spread = level_quantile(1000);
-    {
-      const auto cheapest = level_quantile(0);
-      for (std::size_t j = 0; j < k; ++j) {
-        level_spread[j] -= cheapest[j];
-      }
+    const auto cheapest = level_quantile(0);
+    for (std::size_t j = 0; j < k; ++j) {
+      level_spread[j] -= cheapest[j];
     }
     spread_order.resize(k);
     for (std::size_t j = 0; j < k; ++j) {
@@ -183,12 +182,15 @@ struct state {
     });
     spread_pos.resize(k);
     widest_spread.resize(k);
+    spread_floor.resize(k);
     spread_levels = 0;
     for (std::size_t i = 0; i < k; ++i) {
       spread_pos[spread_order[i]] = i;
       widest_spread[i] = level_spread[spread_order[i]];
+      spread_floor[i] = cheapest[spread_order[i]];
       spread_levels += widest_spread[i] > 0 ? 1 : 0;
     }
+    rows_live = false;
     // Each rank's own packs by bytes descending, ties by id: bucketed by home rank in id order,
     // then each bucket (ga * mbs packs) sorted on its own.
     for (std::size_t r = 0; r < dp; ++r) {
@@ -387,6 +389,7 @@ struct state {
   // swap_packs() keeps them up to date until `levels_live` is cleared (place/unplace and the
   // re-deal's writes do not).
   void index_levels() {
+    rows_live = false; // rebuilt by ensure_away_rows() when next needed
     at_level.assign(dp * k, -1);
     away_at.assign(dp * k, 0);
     next_at_level.resize(n);
@@ -408,7 +411,11 @@ struct state {
   }
 
   void link(std::size_t p, std::size_t r) {
-    away_at[r * k + spread_pos[static_cast<std::size_t>(pk[p].level)]] += src(p) != r ? 1 : 0;
+    const std::size_t pos = spread_pos[static_cast<std::size_t>(pk[p].level)];
+    away_at[r * k + pos] += src(p) != r ? 1 : 0;
+    if (rows_live && src(p) != r) {
+      set_away_row(r, pos, p);
+    }
     std::int32_t& head = at_level[r * k + static_cast<std::size_t>(pk[p].level)];
     prev_at_level[p] = -1;
     next_at_level[p] = head;
@@ -419,7 +426,8 @@ struct state {
   }
 
   void unlink(std::size_t p, std::size_t r) {
-    away_at[r * k + spread_pos[static_cast<std::size_t>(pk[p].level)]] -= src(p) != r ? 1 : 0;
+    const std::size_t at = r * k + spread_pos[static_cast<std::size_t>(pk[p].level)];
+    away_at[at] -= src(p) != r ? 1 : 0;
     const std::int32_t before = prev_at_level[p];
     const std::int32_t after = next_at_level[p];
     if (before >= 0) {
@@ -429,6 +437,58 @@ struct state {
     }
     if (after >= 0) {
       prev_at_level[static_cast<std::size_t>(after)] = before;
+    }
+    if (rows_live && away_pack[at] == static_cast<std::int32_t>(p)) {
+      find_away_row(r, static_cast<std::size_t>(pk[p].level));
+    }
+  }
+
+  // Rows of the packs away from home, by level, for the bring-home's compensating pairs
+  // (bring_home_phase::compensate_by_rows): away_pack[r * k + spread_pos[l]] is a pack of level
+  // l on rank r away from home (-1 if none) and away_offset beside it its cost less the level's
+  // cheapest (`no_offset` if none), so that two ranks' rows read in sequence give the cost
+  // difference of a pair of their packs at every level, in 32 bits. Built here in O(dp k) (plus
+  // the home packs passed on the level lists); link() and unlink() keep them while the level
+  // lists live, O(1) per change (plus those home packs where the row's pack leaves). Only for
+  // batches whose level spreads fit (`rows_fit`).
+  void ensure_away_rows() {
+    ensure_levels();
+    if (rows_live) {
+      return;
+    }
+    away_pack.assign(dp * k, -1);
+    away_offset.assign(dp * k, no_offset);
+    rows_live = true;
+    for (std::size_t r = 0; r < dp; ++r) {
+      for (std::size_t l = 0; l < k; ++l) {
+        find_away_row(r, l);
+      }
+    }
+    work += static_cast<std::int64_t>(dp * k / 16 + dp);
+  }
+  bool rows_fit() const { return k == 0 || widest_spread[0] < offset_bound; }
+
+  static constexpr std::int32_t no_offset = 1 << 29;
+  static constexpr std::int64_t offset_bound = std::int64_t{1} << 28; // spreads below it fit
+
+  void set_away_row(std::size_t r, std::size_t pos, std::size_t p) {
+    away_pack[r * k + pos] = static_cast<std::int32_t>(p);
+    away_offset[r * k + pos] = static_cast<std::int32_t>(pk[p].cost - spread_floor[pos]);
+  }
+  // Rank r's row at level l from its level list: the first pack there away from home.
+  void find_away_row(std::size_t r, std::size_t l) {
+    const std::size_t pos = spread_pos[l];
+    away_pack[r * k + pos] = -1;
+    away_offset[r * k + pos] = no_offset;
+    if (away_at[r * k + pos] == 0) {
+      return;
+    }
+    for (std::int32_t x = at_level[r * k + l]; x >= 0;
+         x = next_at_level[static_cast<std::size_t>(x)]) {
+      if (src(static_cast<std::size_t>(x)) != r) {
+        set_away_row(r, pos, static_cast<std::size_t>(x));
+        return;
+      }
     }
   }
 
@@ -491,6 +551,7 @@ struct state {
   std::vector<std::size_t> spread_order;           // the levels by spread, widest first
   std::vector<std::size_t> spread_pos;             // the inverse
   std::vector<std::int64_t> widest_spread;         // level_spread in spread order
+  std::vector<std::int64_t> spread_floor;          // each level's cheapest cost, in spread order
   std::size_t spread_levels = 0;                   // levels whose spread is above 0
 
   // The placement.
@@ -508,6 +569,8 @@ struct state {
   std::vector<std::int32_t> at_level, next_at_level, prev_at_level; // see index_levels()
   std::vector<std::int32_t> away_at;                                // see index_levels()
   bool levels_live = false;
+  std::vector<std::int32_t> away_pack, away_offset; // see ensure_away_rows()
+  bool rows_live = false;
 
   // Work: the candidates and items the searches read, counted so that a solve can stop at a
   // bound every rank reaches at the same point (never a clock). out_of_work() once past it.
