@@ -24,8 +24,8 @@ namespace packswap::detail::stage2 {
 /// times the ranks of the home node with several nodes), plus the compensating pairs: at most
 /// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64), and
 /// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more; with many
-/// levels in batches of up to `rows_up_to` packs, the levels read from two rows instead, O(k /
-/// 16), and only the pairs that fit weighed. O(n) per pass where costs are distinct. Stops at the
+/// levels, the levels read from two rows instead, O(k / 16), and only the pairs that fit weighed
+/// (a settle takes the first). O(n) per pass where costs are distinct. Stops at the
 /// work limit (and a dense pass with few levels where its visits stop paying: `payoff`): every
 /// trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
@@ -66,6 +66,8 @@ class bring_home_phase {
     const std::int32_t pairs_per_visit = dense && st.n >= capped_settle_from
                                              ? settle_pairs
                                              : std::numeric_limits<std::int32_t>::max();
+    // With the rows (compensate_by_rows), a settle takes the first pair that fits.
+    fitting_pairs_ = dense ? 1 : compensation_pairs;
     if (by_level) {
       st.ensure_levels();
     }
@@ -408,8 +410,7 @@ class bring_home_phase {
   // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
   // at most its spread: the levels are tried widest first and only while their spread can reach
   // the range, at most `compensation_pairs` pairs in all (with few levels, every item of t once;
-  // with many in batches of up to `rows_up_to` packs, only the pairs that fit, read from rows:
-  // compensate_by_rows).
+  // with many, only the pairs that fit, read from rows: compensate_by_rows).
   template <class Consider>
   void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
                   std::int64_t d, std::int64_t delta, Consider&& consider) {
@@ -462,7 +463,7 @@ class bring_home_phase {
       }
       return;
     }
-    if (st.n <= rows_up_to && st.rows_fit()) {
+    if (st.rows_fit()) {
       compensate_by_rows(st, t, r, p, q, need, e_lo, e_hi, delta, consider);
       return;
     }
@@ -506,23 +507,23 @@ class bring_home_phase {
     }
   }
 
-  // compensate() with many levels in batches of up to `rows_up_to` packs: the pairs read from
-  // the rows of t and r (state::ensure_away_rows), over the levels whose spread reaches `need`
-  // (widest first, as above), 16 levels at a time with no branch; only the pairs whose
-  // difference fits are weighed, at most `compensation_pairs` (and the visit's pairs). Where
+  // compensate() with many levels: the pairs read from the rows of t and r
+  // (state::ensure_away_rows), over the levels whose spread reaches `need` (widest first, as
+  // above), 16 levels at a time with no branch; only the pairs whose difference fits are weighed,
+  // at most `compensation_pairs` (and the visit's pairs), and in a settle only the first. Where
   // the loads leave a narrow range, as at eps = 0, the widest levels' pairs rarely fit, and
-  // weighing pairs one by one spends a visit's few on them: reading the rows finds the fitting
-  // pairs of every level for about the work of those few (on the stress set, `high-res` 64 x 256
-  // at eps = 0 moves 0.40-0.43 of Karmarkar-Karp's bytes instead of 0.68-0.74 within the same
-  // allowance). A row holds one pack per level, so where several of a rank's packs of a level
-  // are away from home, one of them pairs. Work: one unit per 32 levels read (the rows of 32-bit
-  // offsets are read in sequence and compared several at a time), one per block of 16 holding a
-  // pair that fits, one per pair weighed. Counted so, a settle that follows a search giving up
-  // took 1.03-1.14 times the time of the pairs weighed one by one (paired runs at 16,384 and
-  // 65,536 packs, ga 256 and 1,024): more of its trades succeed, and each moves four packs.
-  // Beyond `rows_up_to` packs the rows (4 bytes per pack) outgrow the core's caches, and each
-  // read fetches them from further out: at 262,144 packs (dp 1,024 x ga 256, eps = 0) the same
-  // work took 1.17-1.33 times the time (paired runs), past the time target there.
+  // weighing pairs one by one spent a visit's few on them; the rows find a fitting pair at any
+  // level for about the work of those few. On the stress set at eps = 0, within the same
+  // allowance, the fallback of `high-res` 64 x 256 moves 0.39-0.43 of Karmarkar-Karp's bytes
+  // instead of 0.68-0.74, and 1,024 x 256 (262,144 packs) 0.44-0.47 instead of 0.68-0.77. A row
+  // holds one pack per level, so where several of a rank's packs of a level are away from home,
+  // one of them pairs. Work: one unit per 32 levels read (the rows of 32-bit offsets are read in
+  // sequence and compared several at a time), one per block of 16 holding a pair that fits, one
+  // per pair weighed. Counted so, the settles after a search gives up took 0.98-1.03 times the
+  // time of the pairs weighed one by one up to 65,536 packs, and 1.09-1.19 at 262,144 packs
+  // (paired runs), where more of their trades succeed (each moves four packs) and the rows (4
+  // bytes per pack) come from further out than the caches; the searches that succeed there took
+  // 0.91 (`vlm-pretrain` 1,024 x 256).
   template <class Consider>
   void compensate_by_rows(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
                           std::int64_t need, std::int64_t e_lo, std::int64_t e_hi,
@@ -547,7 +548,7 @@ class bring_home_phase {
              static_cast<int>(r_row[i] != state::no_offset) & static_cast<int>(e >= lo) &
              static_cast<int>(e <= hi);
     };
-    std::int32_t pairs = std::min(compensation_pairs, pairs_left_);
+    std::int32_t pairs = std::min(fitting_pairs_, pairs_left_);
     for (std::size_t block = 0; block < wide && pairs > 0; block += 16) {
       const std::size_t end = std::min(wide, block + 16);
       int any = 0;
@@ -599,13 +600,13 @@ class bring_home_phase {
   static constexpr std::size_t capped_settle_from = 8192;    // packs; see run()
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
-  static constexpr std::size_t rows_up_to = 65536;           // packs; see compensate_by_rows()
 
   std::int32_t passing_[scan_items_up_to]; // items of a rank that a trade may take; see run()
   std::int32_t pairing_[scan_items_up_to]; // items that may pair, within one trade's compensate()
   std::vector<std::int32_t> movable_;      // see index_movable()
   std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
   std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
+  std::int32_t fitting_pairs_ = 0;         // fitting pairs compensate_by_rows() may weigh
   std::vector<std::int32_t> away_;         // see list_away
   std::vector<std::uint8_t> away_mark_;    // by input id: see list_away and list_away_heaviest
   static constexpr int away_buckets = 255; // see list_away_heaviest
