@@ -124,23 +124,35 @@ detail::home_first engine_for(const std::vector<pack_meta>& packs, const shape& 
   return detail::home_first(packs, s, topology{}, in.caps, in.limit, in.order);
 }
 
-// Stage 1's assignment of `packs` with its ranks renamed to keep the most bytes home: where the
-// fallback's settle starts (refine_sorted).
-assignment renamed_stage1(const std::vector<pack_meta>& packs, const shape& s) {
-  std::vector<std::int64_t> costs(packs.size());
-  for (std::size_t p = 0; p < packs.size(); ++p) {
-    costs[p] = packs[p].cost;
+// Where the fallback's settle of the stress set's bimodal batch (s, seed) starts: the batch,
+// stage 1 with its ranks renamed to keep the most bytes home (refine_sorted), the bytes that
+// moves, and the settle's work allowance.
+struct settle_start {
+  std::vector<pack_meta> packs;
+  assignment renamed;
+  std::int64_t before = 0;
+  std::int64_t allowance = 0;
+};
+settle_start bimodal_settle_start(const shape& s, int seed) {
+  settle_start a;
+  a.packs = test::stress::batch(s, test::stress::dist::bimodal, static_cast<std::uint64_t>(seed));
+  std::vector<std::int64_t> costs(a.packs.size());
+  for (std::size_t p = 0; p < a.packs.size(); ++p) {
+    costs[p] = a.packs[p].cost;
   }
-  return detail::relabel_valid(packs, s, balance(costs, s), topology{});
+  a.renamed = detail::relabel_valid(a.packs, s, balance(costs, s), topology{});
+  a.before = measure_movement(a.packs, a.renamed, s).moved_bytes;
+  a.allowance = detail::fallback_work_per_pack * s.packs() + detail::fallback_work_constant;
+  return a;
 }
 
-// The weighted bytes moved once `renamed` (renamed_stage1) is settled at eps = 0, two passes
-// within `limit` units of work, as the fallback runs; `work` the units spent.
-std::int64_t settled(const std::vector<pack_meta>& packs, const shape& s, const assignment& renamed,
-                     std::int64_t limit, std::int64_t& work) {
-  auto engine = engine_for(packs, s, 0, false);
+// The weighted bytes moved once `a` is settled at eps = 0, two passes within `limit` units of
+// work, as the fallback runs; `work` the units spent.
+std::int64_t settled(const settle_start& a, const shape& s, std::int64_t limit,
+                     std::int64_t& work) {
+  auto engine = engine_for(a.packs, s, 0, false);
   engine.limit_work(limit);
-  engine.settle(renamed, 2);
+  engine.settle(a.renamed, 2);
   work = engine.work();
   return engine.weighted_moved();
 }
@@ -706,20 +718,15 @@ TEST_CASE("a large settle visits the heaviest packs first and ends passes that s
   // what input order does (which spends 93% and 100% of it); judging the second pass against its
   // own rate alone, it would run to 78-84%.
   const shape s{1024, 16, 1};
-  const std::int64_t allowance =
-      detail::fallback_work_per_pack * s.packs() + detail::fallback_work_constant;
   for (int seed = 1; seed <= 2; ++seed) {
-    const auto packs =
-        test::stress::batch(s, test::stress::dist::bimodal, static_cast<std::uint64_t>(seed));
-    const auto renamed = renamed_stage1(packs, s);
-    const std::int64_t before = measure_movement(packs, renamed, s).moved_bytes;
+    const auto a = bimodal_settle_start(s, seed);
     std::int64_t work = 0, prefix_work = 0;
-    const std::int64_t whole = before - settled(packs, s, renamed, allowance, work);
-    const std::int64_t prefix = before - settled(packs, s, renamed, allowance / 16, prefix_work);
+    const std::int64_t whole = a.before - settled(a, s, a.allowance, work);
+    const std::int64_t prefix = a.before - settled(a, s, a.allowance / 16, prefix_work);
     INFO("seed=" << seed << " brought home " << whole << " bytes in " << work << " units, "
                  << prefix << " in " << prefix_work);
     CHECK(5 * prefix > 2 * whole);
-    CHECK(3 * work < allowance);
+    CHECK(3 * work < a.allowance);
   }
 }
 
@@ -731,19 +738,14 @@ TEST_CASE("with many levels the settle weighs only compensating pairs that fit, 
   // pairs rarely held one; read from the two ranks' rows (state::ensure_away_rows), only pairs
   // that fit are weighed.
   const shape s{64, 256, 1};
-  const std::int64_t allowance =
-      detail::fallback_work_per_pack * s.packs() + detail::fallback_work_constant;
   for (int seed = 1; seed <= 3; ++seed) {
-    const auto packs =
-        test::stress::batch(s, test::stress::dist::bimodal, static_cast<std::uint64_t>(seed));
-    const auto renamed = renamed_stage1(packs, s);
-    const std::int64_t before = measure_movement(packs, renamed, s).moved_bytes;
+    const auto a = bimodal_settle_start(s, seed);
     std::int64_t work = 0;
-    const std::int64_t after = settled(packs, s, renamed, allowance, work);
-    INFO("seed=" << seed << " moved " << before << " -> " << after << " in " << work << " units");
+    const std::int64_t after = settled(a, s, a.allowance, work);
+    INFO("seed=" << seed << " moved " << a.before << " -> " << after << " in " << work << " units");
     // 0.58-0.61 of what the renamed stage 1 moves, both passes ending within the allowance;
     // weighing pairs one by one, 0.61-0.86, the allowance spent on seeds 2 and 3.
-    CHECK(100 * after < 62 * before);
-    CHECK(work < allowance);
+    CHECK(100 * after < 62 * a.before);
+    CHECK(work < a.allowance);
   }
 }
