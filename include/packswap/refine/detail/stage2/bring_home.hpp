@@ -24,10 +24,11 @@ namespace packswap::detail::stage2 {
 /// times the ranks of the home node with several nodes), plus the compensating pairs: at most
 /// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64), and
 /// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more; with many
-/// levels, the levels read from two rows instead, O(k / 16), and only the pairs that fit weighed
-/// (a settle takes the first). O(n) per pass where costs are distinct. Stops at the
-/// work limit (and a dense pass with few levels where its visits stop paying: `payoff`): every
-/// trade keeps the limits, so any prefix is an answer.
+/// levels, and in a settle of `capped_settle_from` to `rows_settle_up_to` packs with more levels
+/// than `settle_pairs`, the levels read from two rows instead, O(k / 16), and only the pairs that
+/// fit weighed (a settle takes the first; the rows cost O(n + dp k) to build). O(n) per pass where
+/// costs are distinct. Stops at the work limit (and a dense pass with few levels where its visits
+/// stop paying: `payoff`): every trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -66,9 +67,24 @@ class bring_home_phase {
     const std::int32_t pairs_per_visit = dense && st.n >= capped_settle_from
                                              ? settle_pairs
                                              : std::numeric_limits<std::int32_t>::max();
-    // With the rows (compensate_by_rows), a settle takes the first pair that fits.
-    fitting_pairs_ = dense ? 1 : compensation_pairs;
-    if (by_level) {
+    // With many levels compensate() reads the pairs from the rows (see compensate_by_rows), and
+    // a settle takes the first that fits. With few, a visit weighs the home rank's items in
+    // order instead, which weighs every pair but in a settle of `capped_settle_from` packs or
+    // more, where it stops at `settle_pairs` and, at eps = 0, these rarely fit. There, with more
+    // levels than that and up to `rows_settle_up_to` packs, the settle reads the rows too: the
+    // fallback of `high-res` 256 x 64 moves 0.46-0.48 of Karmarkar-Karp's bytes instead of
+    // 0.60-0.64, and 1,024 x 64 (65,536 packs) 0.48-0.53 instead of 0.65-0.77, for 1.03-1.07
+    // times the time there (paired runs). With more packs the level lists and rows the trades
+    // keep up come from beyond the caches: 1.14-1.37 times the time at 262,144 packs and 1.24 at
+    // 1,048,576, whose time targets are tight. Those rows are built before the payoff's windows
+    // are sized, which judge visits alone.
+    settling_ = dense;
+    const bool rows_few =
+        !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k && st.n <= rows_settle_up_to;
+    rows_ = st.rows_fit() && (by_level || rows_few);
+    if (rows_ && rows_few) {
+      st.ensure_away_rows();
+    } else if (by_level) {
       st.ensure_levels();
     }
     // A dense settle with few levels visits the heaviest packs first (see list_away_heaviest),
@@ -421,7 +437,7 @@ class bring_home_phase {
     if (st.spread_levels == 0 || st.widest_spread[0] < need) {
       return; // no level's spread reaches the range
     }
-    if (st.k <= scan_items_up_to) {
+    if (!rows_ && st.k <= scan_items_up_to) {
       // Few levels: t's items in sequence, each u of a level whose spread reaches the range
       // paired with r's away-from-home pack of its level (`movable_`, indexed once per p).
       // Read once: `consider` writes through references the compiler cannot tell apart.
@@ -463,7 +479,7 @@ class bring_home_phase {
       }
       return;
     }
-    if (st.rows_fit()) {
+    if (rows_) {
       compensate_by_rows(st, t, r, p, q, need, e_lo, e_hi, delta, consider);
       return;
     }
@@ -548,7 +564,7 @@ class bring_home_phase {
              static_cast<int>(r_row[i] != state::no_offset) & static_cast<int>(e >= lo) &
              static_cast<int>(e <= hi);
     };
-    std::int32_t pairs = std::min(fitting_pairs_, pairs_left_);
+    std::int32_t pairs = std::min(settling_ ? 1 : compensation_pairs, pairs_left_);
     for (std::size_t block = 0; block < wide && pairs > 0; block += 16) {
       const std::size_t end = std::min(wide, block + 16);
       int any = 0;
@@ -599,6 +615,7 @@ class bring_home_phase {
   static constexpr std::size_t scan_items_up_to = 64;        // levels; see run()
   static constexpr std::size_t capped_settle_from = 8192;    // packs; see run()
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
+  static constexpr std::size_t rows_settle_up_to = 65536;    // packs, with few levels; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
   std::int32_t passing_[scan_items_up_to]; // items of a rank that a trade may take; see run()
@@ -606,7 +623,8 @@ class bring_home_phase {
   std::vector<std::int32_t> movable_;      // see index_movable()
   std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
   std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
-  std::int32_t fitting_pairs_ = 0;         // fitting pairs compensate_by_rows() may weigh
+  bool settling_ = false;                  // the pass is a settle's (dense): see run()
+  bool rows_ = false;                      // compensate() reads the rows: see run()
   std::vector<std::int32_t> away_;         // see list_away
   std::vector<std::uint8_t> away_mark_;    // by input id: see list_away and list_away_heaviest
   static constexpr int away_buckets = 255; // see list_away_heaviest
