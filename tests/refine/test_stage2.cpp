@@ -714,14 +714,13 @@ TEST_CASE("a repair short of work takes a partner's full fix without searching t
 #endif
 
 TEST_CASE("a large settle visits the heaviest packs first and ends passes that stop paying") {
-  // Bimodal costs at eps = 0 on 1,024 ranks of 16 levels, settled from stage 1 renamed, within
-  // the fallback's allowance (as refine_sorted runs it). The settle first builds its rows of
-  // packs away from home (19,456 units here); then, heaviest first, a sixteenth of the allowance
-  // brings home 66-71% of what the whole settle does (in input order, 12%), and each
-  // pass ends where its visits stop paying (bring_home_phase::payoff): the settle ends within a
-  // third of its allowance (in input order it spends 93% and 100% of it). Before the rows, with
-  // each visit's compensating pairs weighed one by one, it brought home 4-5% less in about the
-  // same work.
+  // Bimodal costs at eps = 0 on 1,024 ranks of 16 levels, settled from stage 1 renamed, within the
+  // fallback's allowance (as refine_sorted runs it). The settle first builds its rows of packs away
+  // from home (19,456 units here); then, heaviest first, a sixteenth of the allowance brings home
+  // 66-71% of what the whole settle does (in input order, 12%), and each pass ends where its visits
+  // stop paying (bring_home_phase::payoff): the settle ends within a third of its allowance (in
+  // input order it spends 93% and 100% of it). Before the rows, with each visit's compensating
+  // pairs weighed one by one, it brought home 4-5% less in about the same work.
   const shape s{1024, 16, 1};
   for (int seed = 1; seed <= 2; ++seed) {
     const auto a = bimodal_settle_start(s, seed);
@@ -759,10 +758,10 @@ TEST_CASE("with many levels the settle weighs only compensating pairs that fit, 
 
 TEST_CASE("with few levels the settle reads its compensating pairs from the rows too") {
   // The workload preset high-res (documents: one image of 48 to 64 patches a side per sample, 15%
-  // text only) on 256 ranks of 64 levels at eps = 0, settled from stage 1 renamed
-  // within the fallback's allowance. The rows find a pair that fits where the home rank's items,
-  // weighed in order, held none within a visit's eight: 0.45-0.50 of the renamed stage 1's
-  // bytes, against 0.59-0.66.
+  // text only) on 256 ranks of 64 levels at eps = 0, settled from stage 1 renamed within the
+  // fallback's allowance. The rows find a pair that fits where the home rank's items, weighed in
+  // order, held none within a visit's eight: 0.45-0.50 of the renamed stage 1's bytes, against
+  // 0.59-0.66.
   const shape s{256, 64, 1};
   for (int seed = 1; seed <= 3; ++seed) {
     const auto a =
