@@ -525,16 +525,12 @@ TEST_CASE("a search that moves a giant pack away is weighed against the fallback
     const auto packs =
         test::stress::batch(s, test::stress::dist::pareto, static_cast<std::uint64_t>(seed));
     const auto sol = solve_stress_eps0(s, test::stress::dist::pareto, seed);
-    std::vector<std::int64_t> costs(packs.size());
-    for (std::size_t p = 0; p < packs.size(); ++p) {
-      costs[p] = packs[p].cost;
-    }
     auto engine = engine_for(packs, s, 0, false);
     REQUIRE(engine.run(detail::home_first::tuning{}));
     const std::int64_t searched = engine.weighted_moved();
-    const auto renamed = detail::relabel_valid(packs, s, balance(costs, s), topology{});
-    engine.limit_work(detail::fallback_work_per_pack * s.packs() + detail::fallback_work_constant);
-    engine.settle(renamed, 2);
+    const auto start = settle_start_of(packs, s);
+    engine.limit_work(start.allowance);
+    engine.settle(start.renamed, 2);
     const std::int64_t fallback = engine.weighted_moved();
     INFO("seed=" << seed << " search " << searched << " fallback " << fallback);
     CHECK(2 * fallback < searched);

@@ -426,7 +426,8 @@ class bring_home_phase {
   // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
   // at most its spread: the levels are tried widest first and only while their spread can reach
   // the range, at most `compensation_pairs` pairs in all (with few levels, every item of t once;
-  // with many, only the pairs that fit, read from rows: compensate_by_rows).
+  // with many, and in the settles run() names, only the pairs that fit, read from rows:
+  // compensate_by_rows).
   template <class Consider>
   void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
                   std::int64_t d, std::int64_t delta, Consider&& consider) {
@@ -523,23 +524,23 @@ class bring_home_phase {
     }
   }
 
-  // compensate() with many levels: the pairs read from the rows of t and r
-  // (state::ensure_away_rows), over the levels whose spread reaches `need` (widest first, as
-  // above), 16 levels at a time with no branch; only the pairs whose difference fits are weighed,
-  // at most `compensation_pairs` (and the visit's pairs), and in a settle only the first. Where
-  // the loads leave a narrow range, as at eps = 0, the widest levels' pairs rarely fit, and
-  // weighing pairs one by one spent a visit's few on them; the rows find a fitting pair at any
-  // level for about the work of those few. On the stress set at eps = 0, within the same
+  // compensate() with many levels (and in the settles with few that run() names): the pairs read
+  // from the rows of t and r (state::ensure_away_rows), over the levels whose spread reaches `need`
+  // (widest first, as above), 16 levels at a time with no branch; only the pairs whose difference
+  // fits are weighed, at most `compensation_pairs` (and the visit's pairs), and in a settle only
+  // the first. Where the loads leave a narrow range, as at eps = 0, the widest levels' pairs rarely
+  // fit, and weighing pairs one by one spent a visit's few on them; the rows find a fitting pair at
+  // any level for about the work of those few. On the stress set at eps = 0, within the same
   // allowance, the fallback of `high-res` 64 x 256 moves 0.39-0.43 of Karmarkar-Karp's bytes
   // instead of 0.68-0.74, and 1,024 x 256 (262,144 packs) 0.44-0.47 instead of 0.68-0.77. A row
-  // holds one pack per level, so where several of a rank's packs of a level are away from home,
-  // one of them pairs. Work: one unit per 32 levels read (the rows of 32-bit offsets are read in
-  // sequence and compared several at a time), one per block of 16 holding a pair that fits, one
-  // per pair weighed. Counted so, the settles after a search gives up took 0.98-1.03 times the
-  // time of the pairs weighed one by one up to 65,536 packs, and 1.09-1.19 at 262,144 packs
-  // (paired runs), where more of their trades succeed (each moves four packs) and the rows (4
-  // bytes per pack) come from further out than the caches; the searches that succeed there took
-  // 0.91 (`vlm-pretrain` 1,024 x 256).
+  // holds one pack per level, so where several of a rank's packs of a level are away from home, one
+  // of them pairs. Work: one unit per 32 levels read (the rows of 32-bit offsets are read in
+  // sequence and compared several at a time), one per block of 16 holding a pair that fits, one per
+  // pair weighed. Counted so, the settles after a search gives up took 0.98-1.03 times the time of
+  // the pairs weighed one by one up to 65,536 packs, and 1.09-1.19 at 262,144 packs (paired runs),
+  // where more of their trades succeed (each moves four packs) and the rows (4 bytes per pack) come
+  // from further out than the caches; the searches that succeed there took 0.91 (`vlm-pretrain`
+  // 1,024 x 256).
   template <class Consider>
   void compensate_by_rows(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
                           std::int64_t need, std::int64_t e_lo, std::int64_t e_hi,
