@@ -302,13 +302,15 @@ class repair_phase {
     st.ensure_levels(); // built once a repair needs them: many batches need no step
     level_table(st, r, mine_);
     std::int64_t weighed = 0; // candidates, and pairs of levels, counted as work
-    for (const std::size_t s2 : scratch_ranks_) {
+    table_kept_.assign(scratch_ranks_.size(), 0);
+    for (std::size_t j = 0; j < scratch_ranks_.size(); ++j) {
+      const std::size_t s2 = scratch_ranks_[j];
       if ((bold || pace_.hurried()) && full_known()) {
         break;
       }
-      level_table(st, s2, theirs_);
+      const std::vector<level_entry>& theirs = partner_table(st, j);
       if (crowded) {
-        for (const auto& e : theirs_) {
+        for (const auto& e : theirs) {
           if (static_cast<std::int32_t>(e.level) > crowded_level) {
             for (const std::size_t x : pick_.picks) {
               consider(x, e.hi);
@@ -321,7 +323,7 @@ class repair_phase {
       }
       const std::int32_t* full = st.full_from(s2);
       std::size_t below = 0; // mine_[below - 1]: r's last level <= the partner's level
-      for (const auto& e : theirs_) {
+      for (const auto& e : theirs) {
         while (below < mine_.size() && mine_[below].level <= e.level) {
           ++below;
         }
@@ -382,13 +384,14 @@ class repair_phase {
   // partner least, when that still lowers the total excess (the partner is repaired in its turn).
   bool batch_step(state& st, std::size_t r, std::int64_t exc) {
     swaps_.clear();
-    for (const std::size_t s2 : scratch_ranks_) {
+    for (std::size_t j = 0; j < scratch_ranks_.size(); ++j) {
+      const std::size_t s2 = scratch_ranks_[j];
       if (st.load[s2] >= st.limit) {
         continue;
       }
-      level_table(st, s2, theirs_);
+      const std::vector<level_entry>& theirs = partner_table(st, j);
       std::size_t i = 0;
-      for (const auto& e : theirs_) {
+      for (const auto& e : theirs) {
         while (i < mine_.size() && mine_[i].level < e.level) {
           ++i;
         }
@@ -510,6 +513,25 @@ class repair_phase {
     }
     out.resize(levels);
     st.work += static_cast<std::int64_t>(st.k / 16 + st.used[r]); // the counts in sequence
+  }
+
+  // The level table of scratch_ranks_[j], the step's j-th roomiest partner. A step reads a
+  // partner's table in repair_step and again in batch_step, with no swap between them: the
+  // second read takes the table kept from the first (the same entries), and counts the same
+  // work, so every rank's work count, and with it the plan, is the same as when it is rebuilt.
+  // O(k) when built, O(1) when kept (`table_kept_[j]`, cleared at the start of each step).
+  const std::vector<level_entry>& partner_table(state& st, std::size_t j) {
+    if (tables_.size() <= j) {
+      tables_.resize(j + 1);
+    }
+    const std::size_t s2 = scratch_ranks_[j];
+    if (table_kept_[j] != 0) {
+      st.work += static_cast<std::int64_t>(st.k / 16 + st.used[s2]);
+    } else {
+      level_table(st, s2, tables_[j]);
+      table_kept_[j] = 1;
+    }
+    return tables_[j];
   }
 
   // The first index in [first, last) of the ascending `v` whose entry is not below `key`, else
@@ -649,8 +671,10 @@ class repair_phase {
     std::int64_t d, delta;
     std::size_t x, y, partner;
   };
-  std::vector<batch_swap> swaps_;          // see batch_step()
-  std::vector<level_entry> mine_, theirs_; // see level_table()
+  std::vector<batch_swap> swaps_;                // see batch_step()
+  std::vector<level_entry> mine_;                // see level_table()
+  std::vector<std::vector<level_entry>> tables_; // see partner_table()
+  std::vector<char> table_kept_;                 // see partner_table()
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   // A max-heap of (key, -rank) that keeps its memory when cleared.
   struct heap : std::priority_queue<std::pair<std::int64_t, std::int64_t>> {
