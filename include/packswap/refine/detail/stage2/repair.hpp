@@ -274,14 +274,20 @@ class repair_phase {
     };
     // Every candidate the searches pass: the cheap tests here, inlined at each call (most
     // candidates fail them), the rest in weigh(). The callers count the candidates as work.
-    const auto consider = [&](std::size_t x, std::size_t y) {
-      const auto s2 = static_cast<std::size_t>(st.pk[y].rank);
-      const std::int64_t d = st.pk[x].cost - st.pk[y].cost;
+    // `consider_known` takes the costs and y's rank where the caller has them (the level tables
+    // hold them), which spares reading the two pack records of every candidate; `consider`
+    // reads them.
+    const auto consider_known = [&](std::size_t x, std::int64_t x_cost, std::size_t y,
+                                    std::int64_t y_cost, std::size_t s2) {
+      const std::int64_t d = x_cost - y_cost;
       if (s2 == r || (!crowded && d <= 0) ||
           (full_only && (d < exc || st.load[s2] + d > st.limit))) {
         return;
       }
       weigh(x, y, s2);
+    };
+    const auto consider = [&](std::size_t x, std::size_t y) {
+      consider_known(x, st.pk[x].cost, y, st.pk[y].cost, static_cast<std::size_t>(st.pk[y].rank));
     };
     const auto full_known = [&] { return found && best.full == 1; };
     // A full fix that moves no more bytes cannot be beaten by much, and once the attempt is
@@ -337,12 +343,12 @@ class repair_phase {
             break; // nor any lower level: full_from is non-decreasing
           }
           weighed += 2;
-          consider(m.hi, e.lo);
+          consider_known(m.hi, m.hi_cost, e.lo, e.lo_cost, s2);
           if (m.lo != m.hi || e.lo != e.hi) {
             weighed += 3;
-            consider(m.lo, e.hi);
-            consider(m.hi, e.hi);
-            consider(m.lo, e.lo);
+            consider_known(m.lo, m.lo_cost, e.hi, e.hi_cost, s2);
+            consider_known(m.hi, m.hi_cost, e.hi, e.hi_cost, s2);
+            consider_known(m.lo, m.lo_cost, e.lo, e.lo_cost, s2);
           }
         }
       }
@@ -395,11 +401,10 @@ class repair_phase {
         while (i < mine_.size() && mine_[i].level < e.level) {
           ++i;
         }
-        if (i < mine_.size() && mine_[i].level == e.level &&
-            st.pk[e.lo].cost < st.pk[mine_[i].hi].cost) {
+        if (i < mine_.size() && mine_[i].level == e.level && e.lo_cost < mine_[i].hi_cost) {
           const std::size_t x = mine_[i].hi;
           swaps_.push_back(
-              {st.pk[x].cost - st.pk[e.lo].cost, st.swap_delta(x, r, e.lo, s2), x, e.lo, s2});
+              {mine_[i].hi_cost - e.lo_cost, st.swap_delta(x, r, e.lo, s2), x, e.lo, s2});
         }
       }
     }
@@ -480,9 +485,10 @@ class repair_phase {
   }
 
   // Rank r's packs by level: for every level it holds, ascending, its cheapest and its most
-  // expensive pack there (ties: the lower id). O(k).
+  // expensive pack there (ties: the lower id), with their costs. O(k).
   struct level_entry {
     std::size_t level, lo, hi;
+    std::int64_t lo_cost, hi_cost;
   };
   void level_table(state& st, std::size_t r, std::vector<level_entry>& out) {
     out.resize(st.k);
@@ -510,6 +516,8 @@ class repair_phase {
       e.level = l;
       e.lo = lo;
       e.hi = hi;
+      e.lo_cost = st.pk[lo].cost;
+      e.hi_cost = st.pk[hi].cost;
     }
     out.resize(levels);
     st.work += static_cast<std::int64_t>(st.k / 16 + st.used[r]); // the counts in sequence
