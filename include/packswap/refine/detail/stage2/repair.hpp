@@ -390,6 +390,7 @@ class repair_phase {
   // partner least, when that still lowers the total excess (the partner is repaired in its turn).
   bool batch_step(state& st, std::size_t r, std::int64_t exc) {
     swaps_.clear();
+    unfit_.clear();
     for (std::size_t j = 0; j < scratch_ranks_.size(); ++j) {
       const std::size_t s2 = scratch_ranks_[j];
       if (st.load[s2] >= st.limit) {
@@ -403,12 +404,15 @@ class repair_phase {
         }
         if (i < mine_.size() && mine_[i].level == e.level && e.lo_cost < mine_[i].hi_cost) {
           const std::size_t x = mine_[i].hi;
-          swaps_.push_back(
-              {mine_[i].hi_cost - e.lo_cost, st.swap_delta(x, r, e.lo, s2), x, e.lo, s2});
+          const std::int64_t d = mine_[i].hi_cost - e.lo_cost;
+          // A swap that overloads its partner now does so throughout the step (a partner's
+          // load only grows in it): it is kept aside, out of the heap.
+          (st.load[s2] + d <= st.limit ? swaps_ : unfit_)
+              .push_back({d, st.swap_delta(x, r, e.lo, s2), x, e.lo, s2});
         }
       }
     }
-    st.work += static_cast<std::int64_t>(swaps_.size());
+    st.work += static_cast<std::int64_t>(swaps_.size() + unfit_.size());
     // The order the swaps are taken in (a total order: no two share x and y). A step takes few
     // of them, so they come off a heap, O(m + t log m) for t taken, rather than a sort of all.
     const auto later = [](const batch_swap& a, const batch_swap& b) {
@@ -450,7 +454,12 @@ class repair_phase {
             finish = &sw;
           }
         }
-        st.work += static_cast<std::int64_t>(left + 1);
+        // Counted as if the swaps kept aside were in the heap: those after `next` in the order.
+        std::size_t unfit_after = 0;
+        for (const auto& sw : unfit_) {
+          unfit_after += later(sw, next) ? 1 : 0;
+        }
+        st.work += static_cast<std::int64_t>(left + 1 + unfit_after);
         // Else the one moving the fewest bytes per unit of d, alone: the next step weighs the
         // rest again, with what the swap changed.
         const batch_swap& take = finish != nullptr ? *finish : next;
@@ -467,13 +476,15 @@ class repair_phase {
     }
     const batch_swap* least = nullptr;
     std::int64_t least_over = 0;
-    for (const auto& sw : swaps_) {
-      const std::int64_t over = sw.d - (st.limit - st.load[sw.partner]);
-      if (over < std::min(sw.d, exc) &&
-          (least == nullptr || std::tie(over, sw.delta, sw.x, sw.y) <
-                                   std::tie(least_over, least->delta, least->x, least->y))) {
-        least = &sw;
-        least_over = over;
+    for (const auto* kept : {&swaps_, &unfit_}) {
+      for (const auto& sw : *kept) {
+        const std::int64_t over = sw.d - (st.limit - st.load[sw.partner]);
+        if (over < std::min(sw.d, exc) &&
+            (least == nullptr || std::tie(over, sw.delta, sw.x, sw.y) <
+                                     std::tie(least_over, least->delta, least->x, least->y))) {
+          least = &sw;
+          least_over = over;
+        }
       }
     }
     if (least == nullptr) {
@@ -680,6 +691,7 @@ class repair_phase {
     std::size_t x, y, partner;
   };
   std::vector<batch_swap> swaps_;                // see batch_step()
+  std::vector<batch_swap> unfit_;                // see batch_step()
   std::vector<level_entry> mine_;                // see level_table()
   std::vector<std::vector<level_entry>> tables_; // see partner_table()
   std::vector<char> table_kept_;                 // see partner_table()
