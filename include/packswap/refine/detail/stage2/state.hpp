@@ -394,8 +394,27 @@ struct state {
     away_at.assign(dp * k, 0);
     next_at_level.resize(n);
     prev_at_level.resize(n);
+    // The packs lie at random places: each one's record and list links are fetched
+    // prefetch_distance packs before it is linked, in the same order (`ahead_r`, `ahead_i`).
+    std::size_t ahead_r = 0;
+    std::size_t ahead_i = dp > 0 ? used[0] : 0;
+    const auto fetch_next = [&] {
+      while (ahead_r < dp && ahead_i == 0) {
+        ahead_i = ++ahead_r < dp ? used[ahead_r] : 0;
+      }
+      if (ahead_r < dp) {
+        const auto p = static_cast<std::size_t>(items[ahead_r * k + --ahead_i]);
+        prefetch(&pk[p]);
+        prefetch(&next_at_level[p]);
+        prefetch(&prev_at_level[p]);
+      }
+    };
+    for (std::size_t i = 0; i < prefetch_distance; ++i) {
+      fetch_next();
+    }
     for (std::size_t r = 0; r < dp; ++r) {
       for (std::size_t i = used[r]; i-- > 0;) {
+        fetch_next();
         link(static_cast<std::size_t>(items[r * k + i]), r);
       }
     }
