@@ -158,8 +158,8 @@ class repair_pace {
   static constexpr std::size_t judged_early_from = 16384;  // packs
   static constexpr std::size_t short_window_below = 65536; // packs; see hopeless()
   // The recent pace (see hopeless()): the total excess sampled once per 1/32 of the allowance of
-  // work, judged from the oldest of the last `samples` samples to now, the last 3/32 to 4/32 of
-  // the allowance.
+  // work, judged from the oldest of the last `window` samples to now: `samples` of them, the last
+  // 3/32 to 4/32 of the allowance, or `samples_short`, the last 1/32 to 2/32.
   struct recent_pace {
     static constexpr std::size_t samples = 4;
     static constexpr std::size_t samples_short = 2; // see hopeless()
