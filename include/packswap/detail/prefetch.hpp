@@ -1,5 +1,8 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 namespace packswap::detail {
 
 /// A hint that the memory at `p` will be read or written soon: the loops that visit records at
@@ -11,6 +14,20 @@ inline void prefetch(const void* p) {
 #else
   (void)p;
 #endif
+}
+
+/// prefetch() every cache line of the `count` records from `first` on (none when `count` is 0).
+template <class T>
+inline void prefetch_lines(const T* first, std::size_t count) {
+  if (count == 0) {
+    return;
+  }
+  constexpr std::uintptr_t line = 64;
+  const auto begin = reinterpret_cast<std::uintptr_t>(first) & ~(line - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(first + count);
+  for (std::uintptr_t at = begin; at < end; at += line) {
+    prefetch(reinterpret_cast<const void*>(at));
+  }
 }
 
 } // namespace packswap::detail

@@ -112,7 +112,7 @@ class home_first {
         before = now;
         for (const std::size_t r : repair_.stuck_ranks()) {
           for (std::size_t i = 0; i < st_.used[r]; ++i) {
-            st_.locked[static_cast<std::size_t>(st_.items[r * st_.k + i])] = 0;
+            st_.locked[static_cast<std::size_t>(st_.items[r * st_.k + i].pack)] = 0;
           }
         }
       }
@@ -151,8 +151,6 @@ class home_first {
         const std::size_t r = rank_of(p + ahead / 4);
         const std::size_t at = r * st_.k + st_.used[r];
         prefetch(&st_.items[at]);
-        prefetch(&st_.item_home[at]);
-        prefetch(&st_.item_level[at]);
       }
       st_.place(p, rank_of(p));
     }

@@ -50,13 +50,13 @@ class bring_home_phase {
       st.full_from(r);
     }
     // With many levels the home rank's packs are read by level, from the level lists; with
-    // few, its item arrays (home and level beside each pack) are read in sequence instead, which
-    // needs no lists.
+    // few, its places (home, level, cost and bytes beside each pack) are read in sequence
+    // instead, which needs no lists and no pack records.
     const bool by_level = st.k > scan_items_up_to;
     // Dense, with few levels, and where the records outgrow the caches: the visits ahead fetch the
-    // item arrays and records of both ranks of their trades (the items read in sequence). Where
-    // most visits weigh no trade (after the search), or the records fit the caches, that costs
-    // more than it saves (4% at 16,384 packs).
+    // places of both ranks of their trades. Where most visits weigh no trade (after the search),
+    // or the records fit the caches, that costs more than it saves (4% at 16,384 packs, when the
+    // packs' records were fetched too).
     const bool prefetch_items = dense && st.n >= prefetch_settle_from && !by_level;
     // A settle of many packs runs out of work before its first pass ends (its allowance, 8 units
     // per pack plus a constant, is 16 per pack at 8,192 packs; at 262,144 packs it ends after
@@ -123,14 +123,11 @@ class bring_home_phase {
           // begins.
           prefetch(&st.full[ahead * st.k + static_cast<std::size_t>(st.pk[pack].level)]);
           if (prefetch_items) {
-            // The item arrays of its home rank and its own, which the trades read in sequence:
-            // every line of their used part.
+            // The places of its home rank and its own, which the trades and the compensating
+            // pairs read in sequence (and no pack record of theirs): every line of their used
+            // part.
             for (const std::size_t t : {st.src(pack), ahead}) {
-              for (std::size_t i = 0; i < st.used[t]; i += 16) {
-                prefetch(&st.items[t * st.k + i]);
-                prefetch(&st.item_home[t * st.k + i]);
-                prefetch(&st.item_level[t * st.k + i]);
-              }
+              prefetch_lines(&st.items[t * st.k], st.used[t]);
             }
           }
         }
@@ -155,17 +152,6 @@ class bring_home_phase {
             if (q >= 0) {
               prefetch(&st.pk[static_cast<std::size_t>(q)]);
               prefetch(&st.next_at_level[static_cast<std::size_t>(q)]);
-            }
-          }
-        }
-        if (prefetch_items && next + state::prefetch_distance / 4 < visits) {
-          // The records of both ranks' packs (up to a cache line of items each), which the
-          // trades and the compensating pairs read in no order a prefetcher guesses.
-          const auto pack = static_cast<std::size_t>(away_[next + state::prefetch_distance / 4]);
-          for (const std::size_t t : {st.src(pack), static_cast<std::size_t>(st.pk[pack].rank)}) {
-            const std::size_t m = std::min<std::size_t>(st.used[t], 16);
-            for (std::size_t i = 0; i < m; ++i) {
-              prefetch(&st.pk[static_cast<std::size_t>(st.items[t * st.k + i])]);
             }
           }
         }
@@ -217,13 +203,14 @@ class bring_home_phase {
           // may be k: then any level fits
           const auto highest =
               std::min<std::size_t>(st.k - 1, static_cast<std::size_t>(st.full_from(t)[p_level]));
-          const auto trade = [&](std::size_t q, std::size_t hq) {
-            const std::int64_t delta =
-                p_delta + (st.weight(hq, r) - st.weight(hq, t)) * st.pk[q].bytes;
+          // q, of source rank hq, cost and bytes (from its place or its record).
+          const auto trade = [&](std::size_t q, std::size_t hq, std::int64_t q_cost,
+                                 std::int64_t q_bytes) {
+            const std::int64_t delta = p_delta + (st.weight(hq, r) - st.weight(hq, t)) * q_bytes;
             if (delta >= 0 || (found && delta >= best.delta)) {
               return;
             }
-            const std::int64_t d = p_cost - st.pk[q].cost; // load moving from r to t
+            const std::int64_t d = p_cost - q_cost; // load moving from r to t
             const bool loads_fit = st.load[t] + d <= st.limit && st.load[r] - d <= st.limit;
             if (loads_fit) {
               consider({q, 0, 0, delta});
@@ -232,11 +219,9 @@ class bring_home_phase {
             }
           };
           if (!by_level) {
-            // t's items in sequence, passing over those home (trading one away gains nothing
-            // in general) or of a level outside [lowest, highest] before reading any record.
-            const std::int32_t* t_items = &st.items[t * st.k];
-            const std::int32_t* t_homes = &st.item_home[t * st.k];
-            const std::int32_t* t_levels = &st.item_level[t * st.k];
+            // t's places in sequence, passing over the packs home (trading one away gains
+            // nothing in general) or of a level outside [lowest, highest]; no record is read.
+            const state::item* t_items = &st.items[t * st.k];
             const std::size_t t_used = st.used[t];
             st.work += static_cast<std::int64_t>(t_used / 16 + 1);
             // The items that pass, listed first without a branch (which of them pass follows no
@@ -246,13 +231,15 @@ class bring_home_phase {
             std::size_t m = 0;
             for (std::size_t i = 0; i < t_used; ++i) {
               passing_[m] = static_cast<std::int32_t>(i);
-              m += static_cast<std::size_t>(static_cast<std::size_t>(t_homes[i]) != t) &
-                   static_cast<std::size_t>(static_cast<std::uint32_t>(t_levels[i]) - lo <= width);
+              m += static_cast<std::size_t>(static_cast<std::size_t>(t_items[i].home) != t) &
+                   static_cast<std::size_t>(static_cast<std::uint32_t>(t_items[i].level) - lo <=
+                                            width);
             }
             for (std::size_t j = 0; j < m; ++j) {
-              const auto i = static_cast<std::size_t>(passing_[j]);
+              const state::item& it = t_items[passing_[j]];
               ++st.work;
-              trade(static_cast<std::size_t>(t_items[i]), static_cast<std::size_t>(t_homes[i]));
+              trade(static_cast<std::size_t>(it.pack), static_cast<std::size_t>(it.home), it.cost,
+                    it.bytes);
             }
             return;
           }
@@ -269,7 +256,7 @@ class bring_home_phase {
               next_q = st.next_at_level[q];
               ++st.work;
               if (st.src(q) != t) {
-                trade(q, st.src(q));
+                trade(q, st.src(q), st.pk[q].cost, st.pk[q].bytes);
               }
             }
           }
@@ -385,7 +372,7 @@ class bring_home_phase {
   // buckets of a quarter octave (the bit width and the two bits below the top one), the
   // heaviest bucket first, in input order within each. Where the settle's allowance ends
   // mid-pass, the visits it makes are those that can bring the most home; with few levels a
-  // visit reads the whole item array of the home rank whatever the pack, so it costs about the
+  // visit reads all the places of the home rank whatever the pack, so it costs about the
   // same whichever is visited. A counting sort: O(n + buckets).
   void list_away_heaviest(const state& st) {
     auto& bucket = away_mark_;
@@ -442,9 +429,8 @@ class bring_home_phase {
       // Few levels: t's items in sequence, each u of a level whose spread reaches the range
       // paired with r's away-from-home pack of its level (`movable_`, indexed once per p).
       // Read once: `consider` writes through references the compiler cannot tell apart.
-      const std::int32_t* t_items = &st.items[t * st.k];
-      const std::int32_t* t_homes = &st.item_home[t * st.k];
-      const std::int32_t* t_levels = &st.item_level[t * st.k];
+      const state::item* t_items = &st.items[t * st.k];
+      const state::item* r_items = &st.items[r * st.k];
       const std::size_t t_used = st.used[t];
       const std::int64_t* spread = st.level_spread.data();
       st.work += static_cast<std::int64_t>(t_used / 16 + 1);
@@ -456,26 +442,25 @@ class bring_home_phase {
       // The items that pair, listed first without a branch (see run()), then weighed in order.
       std::size_t m = 0;
       for (std::size_t a = 0; a < t_used; ++a) {
-        const auto l = static_cast<std::size_t>(t_levels[a]);
+        const auto l = static_cast<std::size_t>(t_items[a].level);
         pairing_[m] = static_cast<std::int32_t>(a);
-        m += static_cast<std::size_t>(static_cast<std::size_t>(t_items[a]) != q) &
-             static_cast<std::size_t>(static_cast<std::size_t>(t_homes[a]) != t) &
+        m += static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].pack) != q) &
+             static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].home) != t) &
              static_cast<std::size_t>(spread[l] >= need) &
              static_cast<std::size_t>(movable[l] >= 0);
       }
       for (std::size_t j = 0; j < m; ++j) {
-        const auto a = static_cast<std::size_t>(pairing_[j]);
-        const auto l = static_cast<std::size_t>(t_levels[a]);
-        const auto u = static_cast<std::size_t>(t_items[a]);
+        const state::item& u = t_items[pairing_[j]];
         if (pairs_left_ <= 0) {
           return;
         }
         --pairs_left_;
         ++st.work;
-        const auto v = static_cast<std::size_t>(movable[l]);
-        const std::int64_t e = st.pk[u].cost - st.pk[v].cost;
+        const state::item& v = r_items[movable[static_cast<std::size_t>(u.level)]];
+        const std::int64_t e = u.cost - v.cost;
         if (e >= e_lo && e <= e_hi) {
-          consider(move{q, u, v, delta + st.swap_delta(u, t, v, r)});
+          consider(move{q, static_cast<std::size_t>(u.pack), static_cast<std::size_t>(v.pack),
+                        delta + st.swap_delta(u, t, v, r)});
         }
       }
       return;
@@ -596,18 +581,17 @@ class bring_home_phase {
     }
   }
 
-  // movable_[l]: a pack of level l on rank r that is away from home (other than `skip`), or -1;
-  // read from the item arrays, no pack record. O(k).
+  // movable_[l]: the place on rank r (its index among r's) of a pack of level l that is away
+  // from home (other than `skip`), or -1; read from the places, no pack record. O(k).
   void index_movable(const state& st, std::size_t r, std::size_t skip) {
     movable_.assign(st.k, -1);
     std::int32_t* movable = movable_.data();
-    const std::int32_t* items = &st.items[r * st.k];
-    const std::int32_t* homes = &st.item_home[r * st.k];
-    const std::int32_t* levels = &st.item_level[r * st.k];
+    const state::item* items = &st.items[r * st.k];
     const std::size_t used = st.used[r];
     for (std::size_t i = 0; i < used; ++i) {
-      if (static_cast<std::size_t>(items[i]) != skip && static_cast<std::size_t>(homes[i]) != r) {
-        movable[static_cast<std::size_t>(levels[i])] = items[i];
+      if (static_cast<std::size_t>(items[i].pack) != skip &&
+          static_cast<std::size_t>(items[i].home) != r) {
+        movable[static_cast<std::size_t>(items[i].level)] = static_cast<std::int32_t>(i);
       }
     }
   }

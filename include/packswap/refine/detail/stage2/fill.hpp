@@ -140,9 +140,7 @@ class fill_phase {
             const auto ahead = static_cast<std::size_t>(
                 eligible_rank[static_cast<std::size_t>(deal_order_[i + state::prefetch_distance])]);
             prefetch(&st.cnt[ahead * st.k]);
-            prefetch(&st.items[ahead * st.k]);
-            prefetch(&st.item_home[ahead * st.k]);
-            prefetch(&st.item_level[ahead * st.k]);
+            prefetch(&st.items[ahead * st.k + st.used[ahead]]);
           }
           const auto r =
               static_cast<std::size_t>(eligible_rank[static_cast<std::size_t>(deal_order_[i])]);

@@ -16,11 +16,11 @@ class pack_picker {
   // The largest cost a pack of level l can shed in one swap: down to the cheapest pack of its
   // level, or of the batch where the level has slack (a pack of a later level may take its
   // place). Fixed for the batch.
-  static std::int64_t shed(const state& st, std::size_t p) {
-    const auto l = static_cast<std::size_t>(st.pk[p].level);
+  static std::int64_t shed(const state& st, const state::item& x) {
+    const auto l = static_cast<std::size_t>(x.level);
     const std::int64_t floor =
         st.slack[l] == 0 ? st.sorted_cost[st.level_begin[l]] : st.sorted_cost[0];
-    return st.pk[p].cost - floor;
+    return x.cost - floor;
   }
 
   // Rank r's packs worth trying, into `picks`: level repairs, the packs at or below the crowded
@@ -33,15 +33,16 @@ class pack_picker {
     keyed_.clear();
     shedding_.clear();
     for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const auto x = static_cast<std::size_t>(st.items[r * st.k + i]);
-      const std::int64_t bytes = st.pk[x].home == static_cast<std::int32_t>(r) ? st.pk[x].bytes : 0;
+      const state::item& it = st.items[r * st.k + i]; // no pack record read
+      const auto x = static_cast<std::size_t>(it.pack);
+      const std::int64_t bytes = it.home == static_cast<std::int32_t>(r) ? it.bytes : 0;
       if (crowded_level >= 0) {
-        if (st.pk[x].level <= crowded_level) {
+        if (it.level <= crowded_level) {
           keyed_.push_back({bytes, static_cast<std::int64_t>(x)});
         }
         continue;
       }
-      const std::int64_t can = shed(st, x);
+      const std::int64_t can = shed(st, it);
       if (can >= exc) {
         keyed_.push_back({bytes, static_cast<std::int64_t>(x)});
       } else if (can > 0) {

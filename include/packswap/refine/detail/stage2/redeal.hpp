@@ -172,7 +172,7 @@ class redeal_phase {
         if (f + 1 < far.size()) {
           const auto ahead = static_cast<std::size_t>(far[f + 1]);
           for (std::size_t i = 0; i < st.used[ahead]; ++i) {
-            prefetch(&st.pk[static_cast<std::size_t>(st.items[ahead * st.k + i])]);
+            prefetch(&st.locked[static_cast<std::size_t>(st.items[ahead * st.k + i].pack)]);
           }
         }
         const auto r = static_cast<std::size_t>(far[f]);
@@ -183,22 +183,24 @@ class redeal_phase {
         }
         std::size_t pick = st.n;
         std::int64_t pick_swing = 0;
+        std::int64_t pick_bytes = 0;
         for (std::size_t i = 0; i < st.used[r]; ++i) {
-          const auto p = static_cast<std::size_t>(st.items[r * st.k + i]);
-          const auto l = static_cast<std::size_t>(st.pk[p].level);
+          const state::item& it = st.items[r * st.k + i]; // no pack record read
+          const auto p = static_cast<std::size_t>(it.pack);
+          const auto l = static_cast<std::size_t>(it.level);
           if (st.locked[p] == 0 || heaviest[l] < 0) {
             continue;
           }
-          const std::int64_t swing =
-              low ? heaviest[l] - st.pk[p].cost : st.pk[p].cost - lightest[l];
+          const std::int64_t swing = low ? heaviest[l] - it.cost : it.cost - lightest[l];
           if (swing <= 0) {
             continue;
           }
           // Leverage swing / (bytes + 1), compared exactly.
           if (pick == st.n ||
-              compare_products(swing, st.pk[pick].bytes + 1, pick_swing, st.pk[p].bytes + 1) > 0) {
+              compare_products(swing, pick_bytes + 1, pick_swing, it.bytes + 1) > 0) {
             pick = p;
             pick_swing = swing;
+            pick_bytes = it.bytes;
           }
         }
         if (pick < st.n) {
@@ -235,21 +237,22 @@ class redeal_phase {
     auto& c = cover_;
     c.clear();
     for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const auto p = static_cast<std::size_t>(st.items[r * st.k + i]);
-      // Unlocked packs are passed over before their records are read (a third of a crowd
-      // rank's items at dp 1,024 x ga 256): a pin's place is current, so its level is the one
-      // beside it.
+      const state::item& it = st.items[r * st.k + i];
+      const auto p = static_cast<std::size_t>(it.pack);
+      // Unlocked packs are passed over (a third of a crowd rank's items at dp 1,024 x ga 256);
+      // a pin's place is current, so its level, cost and bytes are those beside it: no pack
+      // record is read.
       if (st.locked[p] == 0) {
         continue;
       }
-      const auto l = static_cast<std::size_t>(st.item_level[r * st.k + i]);
+      const auto l = static_cast<std::size_t>(it.level);
       if (heaviest[l] < 0) {
         continue;
       }
-      const std::int64_t swing = st.pk[p].cost - lightest[l];
+      const std::int64_t swing = it.cost - lightest[l];
       if (swing > 0) {
-        c.push_back({swing, st.pk[p].bytes + 1, static_cast<std::int32_t>(p),
-                     static_cast<std::int32_t>(i)});
+        c.push_back(
+            {swing, it.bytes + 1, static_cast<std::int32_t>(p), static_cast<std::int32_t>(i)});
       }
     }
     const auto before = [](const pin_swing& a, const pin_swing& b) {
@@ -352,12 +355,12 @@ class redeal_phase {
     for (std::size_t u = 0; u < unlocked_.size(); ++u) {
       const auto p = static_cast<std::size_t>(unlocked_[u]);
       const auto rank = static_cast<std::int32_t>(unlocked_place_[u] >> 32);
-      const auto item = static_cast<std::int32_t>(unlocked_place_[u] & 0xffffffffu);
+      const auto slot = static_cast<std::int32_t>(unlocked_place_[u] & 0xffffffffu);
       st.pk[p].rank = rank;
-      st.pk[p].slot = item;
-      const std::size_t at = static_cast<std::size_t>(rank) * st.k + static_cast<std::size_t>(item);
-      st.items[at] = static_cast<std::int32_t>(p);
-      st.item_home[at] = st.pk[p].home; // st.item_level[at] stays: the place held a pack of level l
+      st.pk[p].slot = slot;
+      const std::size_t at = static_cast<std::size_t>(rank) * st.k + static_cast<std::size_t>(slot);
+      const auto& k = st.pk[p]; // of the level of the pack whose place it takes
+      st.items[at] = state::item{static_cast<std::int32_t>(p), k.home, k.level, 0, k.cost, k.bytes};
     }
   }
 

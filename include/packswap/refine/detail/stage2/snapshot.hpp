@@ -28,7 +28,10 @@ class start_snapshot {
 
   /// Keeps the placement of `st`, reached with tuning `t`.
   void save(const state& st, const tuning& t) {
-    items_.assign(st.items.begin(), st.items.end());
+    items_.resize(st.items.size());
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      items_[i] = st.items[i].pack;
+    }
     used_.assign(st.used.begin(), st.used.end());
     locked_.assign(st.locked.begin(), st.locked.end());
     knobs_ = t;

@@ -86,6 +86,20 @@ struct state {
   // How far ahead the passes over packs in input order fetch pack records.
   static constexpr std::size_t prefetch_distance = 8;
 
+  // A place on a rank: the pack there and, beside it, what the scans over a rank's packs read
+  // (its home rank, level, cost and bytes), so that a scan reads the rank's places in sequence
+  // and no pack record, and a swap writes one line on each rank (aligned to 32 bytes, so that
+  // no place straddles two lines).
+  struct alignas(32) item {
+    std::int32_t pack = 0;
+    std::int32_t home = 0;
+    std::int32_t level = 0;
+    std::int32_t unused = 0;
+    std::int64_t cost = 0;
+    std::int64_t bytes = 0;
+  };
+  static_assert(sizeof(item) == 32, "two places to a cache line");
+
   // Takes a new batch, reusing the memory of earlier ones: `order` lists pack ids by cost
   // descending (ties by id), `caps` the micro-step caps (non-increasing), `b_limit` the limit on
   // every rank's load.
@@ -226,6 +240,10 @@ struct state {
 
   // Weighted bytes of pack p when it is computed on rank r.
   std::int64_t away(std::size_t p, std::size_t r) const { return weight(src(p), r) * pk[p].bytes; }
+  // The same for the pack at place `at`, read from the place.
+  std::int64_t away(const item& at, std::size_t r) const {
+    return weight(static_cast<std::size_t>(at.home), r) * at.bytes;
+  }
 
   std::size_t src(std::size_t p) const { return static_cast<std::size_t>(pk[p].home); }
 
@@ -311,8 +329,6 @@ struct state {
   void reset() {
     locked.resize(n);
     items.resize(dp * k);
-    item_home.resize(dp * k);
-    item_level.resize(dp * k);
     used.assign(dp, 0);
     load.assign(dp, 0);
     cnt.assign(dp * k, 0);
@@ -326,9 +342,8 @@ struct state {
   void place(std::size_t p, std::size_t r) {
     pk[p].rank = static_cast<std::int32_t>(r);
     pk[p].slot = static_cast<std::int32_t>(used[r]);
-    items[r * k + used[r]] = static_cast<std::int32_t>(p);
-    item_home[r * k + used[r]] = pk[p].home;
-    item_level[r * k + used[r]] = pk[p].level;
+    items[r * k + used[r]] =
+        item{static_cast<std::int32_t>(p), pk[p].home, pk[p].level, 0, pk[p].cost, pk[p].bytes};
     ++used[r];
     load[r] += pk[p].cost;
     ++cnt[r * k + static_cast<std::size_t>(pk[p].level)];
@@ -338,10 +353,8 @@ struct state {
   void unplace(std::size_t p) {
     const auto r = static_cast<std::size_t>(pk[p].rank);
     const auto s = static_cast<std::size_t>(pk[p].slot);
-    const auto last = static_cast<std::size_t>(items[r * k + used[r] - 1]);
-    items[r * k + s] = static_cast<std::int32_t>(last);
-    item_home[r * k + s] = item_home[r * k + used[r] - 1];
-    item_level[r * k + s] = item_level[r * k + used[r] - 1];
+    items[r * k + s] = items[r * k + used[r] - 1];
+    const auto last = static_cast<std::size_t>(items[r * k + s].pack);
     pk[last].slot = static_cast<std::int32_t>(s);
     --used[r];
     load[r] -= pk[p].cost;
@@ -357,10 +370,6 @@ struct state {
     const auto b = static_cast<std::size_t>(pk[y].rank);
     std::swap(items[a * k + static_cast<std::size_t>(pk[x].slot)],
               items[b * k + static_cast<std::size_t>(pk[y].slot)]);
-    std::swap(item_home[a * k + static_cast<std::size_t>(pk[x].slot)],
-              item_home[b * k + static_cast<std::size_t>(pk[y].slot)]);
-    std::swap(item_level[a * k + static_cast<std::size_t>(pk[x].slot)],
-              item_level[b * k + static_cast<std::size_t>(pk[y].slot)]);
     std::swap(pk[x].slot, pk[y].slot);
     pk[x].rank = static_cast<std::int32_t>(b);
     pk[y].rank = static_cast<std::int32_t>(a);
@@ -403,7 +412,7 @@ struct state {
         ahead_i = ++ahead_r < dp ? used[ahead_r] : 0;
       }
       if (ahead_r < dp) {
-        const auto p = static_cast<std::size_t>(items[ahead_r * k + --ahead_i]);
+        const auto p = static_cast<std::size_t>(items[ahead_r * k + --ahead_i].pack);
         prefetch(&pk[p]);
         prefetch(&next_at_level[p]);
         prefetch(&prev_at_level[p]);
@@ -415,7 +424,7 @@ struct state {
     for (std::size_t r = 0; r < dp; ++r) {
       for (std::size_t i = used[r]; i-- > 0;) {
         fetch_next();
-        link(static_cast<std::size_t>(items[r * k + i]), r);
+        link(static_cast<std::size_t>(items[r * k + i].pack), r);
       }
     }
     levels_live = true;
@@ -540,6 +549,10 @@ struct state {
   std::int64_t swap_delta(std::size_t x, std::size_t a, std::size_t y, std::size_t b) const {
     return away(x, b) - away(x, a) + away(y, a) - away(y, b);
   }
+  // The same for the packs at places x (on rank a) and y (on rank b), read from the places.
+  std::int64_t swap_delta(const item& x, std::size_t a, const item& y, std::size_t b) const {
+    return away(x, b) - away(x, a) + away(y, a) - away(y, b);
+  }
 
   // The batch.
   std::size_t dp = 0, k = 0, n = 0; // ranks, micro-steps (= levels), packs
@@ -574,9 +587,7 @@ struct state {
   std::size_t spread_levels = 0;                   // levels whose spread is above 0
 
   // The placement.
-  std::vector<std::int32_t> items;      // rank r's packs: items[r * k .. r * k + used[r] - 1]
-  std::vector<std::int32_t> item_home;  // their source ranks, so scans skip home packs unread
-  std::vector<std::int32_t> item_level; // and their levels, so scans test levels unread
+  std::vector<item> items; // rank r's packs: items[r * k .. r * k + used[r] - 1]
   std::vector<std::size_t> used;
   std::vector<std::int64_t> load;
   std::vector<std::int32_t> cnt;     // cnt[r * k + j]: rank r's packs of level j
