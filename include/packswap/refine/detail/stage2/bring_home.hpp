@@ -53,6 +53,12 @@ class bring_home_phase {
     // few, its places (home, level, cost and bytes beside each pack) are read in sequence
     // instead, which needs no lists and no pack records.
     const bool by_level = st.k > scan_items_up_to;
+    // By level, nothing here reads the places, and the bring-home is a run's last phase: after
+    // it only the records' ranks are read (the cells, the moved bytes), and the next run or
+    // settle starts from reset(), which places every pack anew. So its swaps leave the places
+    // alone: one line fewer written on each rank (the places of a rank are read by the scans
+    // with few levels only).
+    st.places_live = !by_level;
     // Dense, with few levels, and where the records outgrow the caches: the visits ahead fetch the
     // places of both ranks of their trades. Where most visits weigh no trade (after the search),
     // or the records fit the caches, that costs more than it saves (4% at 16,384 packs, when the

@@ -337,6 +337,7 @@ struct state {
     crowded_levels.resize(dp);
     full_stale.assign(dp, 1);
     levels_live = false;
+    places_live = true;
   }
 
   void place(std::size_t p, std::size_t r) {
@@ -368,9 +369,11 @@ struct state {
   void swap_packs(std::size_t x, std::size_t y) {
     const auto a = static_cast<std::size_t>(pk[x].rank);
     const auto b = static_cast<std::size_t>(pk[y].rank);
-    std::swap(items[a * k + static_cast<std::size_t>(pk[x].slot)],
-              items[b * k + static_cast<std::size_t>(pk[y].slot)]);
-    std::swap(pk[x].slot, pk[y].slot);
+    if (places_live) {
+      std::swap(items[a * k + static_cast<std::size_t>(pk[x].slot)],
+                items[b * k + static_cast<std::size_t>(pk[y].slot)]);
+      std::swap(pk[x].slot, pk[y].slot);
+    }
     pk[x].rank = static_cast<std::int32_t>(b);
     pk[y].rank = static_cast<std::int32_t>(a);
     const std::int64_t d = pk[x].cost - pk[y].cost;
@@ -599,6 +602,9 @@ struct state {
   std::vector<std::int32_t> at_level, next_at_level, prev_at_level; // see index_levels()
   std::vector<std::int32_t> away_at;                                // see index_levels()
   bool levels_live = false;
+  // Whether swap_packs() keeps the places (items, and the records' slots) up to date: cleared by
+  // a last phase that reads neither (see bring_home_phase::run), set again by reset().
+  bool places_live = true;
   std::vector<std::int32_t> away_pack, away_offset; // see ensure_away_rows()
   bool rows_live = false;
 
