@@ -2,7 +2,8 @@
 // batch, a solve asks the allocator for no block the size of the batch, on every path of both
 // stages. (The C library hands out large blocks as freshly mapped pages, whose first touch each
 // solve would pay; small ones, sized by dp or ga, come back from its free lists.) Counted by
-// replacing the global operator new, except in sanitized builds, whose runtimes replace it.
+// replacing the global operator new, plain and aligned, except in sanitized builds, whose
+// runtimes replace it.
 
 #include <packswap/solve.hpp>
 
@@ -37,6 +38,20 @@ void* counted(std::size_t size) {
   throw std::bad_alloc();
 }
 
+// The same for types aligned beyond the default (the search's places are aligned to 32 bytes).
+void* counted(std::size_t size, std::align_val_t alignment) {
+  if (size >= large_block) {
+    large_blocks.fetch_add(1, std::memory_order_relaxed);
+  }
+  const auto align = static_cast<std::size_t>(alignment);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const std::size_t rounded = size == 0 ? align : (size + align - 1) / align * align;
+  if (void* p = std::aligned_alloc(align, rounded)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+
 } // namespace
 
 void* operator new(std::size_t size) {
@@ -55,6 +70,24 @@ void operator delete(void* p, std::size_t) noexcept {
   std::free(p);
 }
 void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void* operator new(std::size_t size, std::align_val_t alignment) {
+  return counted(size, alignment);
+}
+void* operator new[](std::size_t size, std::align_val_t alignment) {
+  return counted(size, alignment);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
   std::free(p);
 }
 
