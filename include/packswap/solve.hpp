@@ -161,8 +161,8 @@ solve(span<const pack_meta> packs, const shape& s, const solve_options& opt = {}
 
 /// `solve()` with the default policies, keeping its working memory between calls.
 ///
-/// A solver and its solution hold about 190 bytes per pack with one rank's plan (48 MiB at 262,144
-/// packs) and 255 with every rank's (`kept_bytes` in bench/balance/solve.cpp, on a workload whose
+/// A solver and its solution hold about 210 bytes per pack with one rank's plan (53 MiB at 262,144
+/// packs) and 275 with every rank's (`kept_bytes` in bench/balance/solve.cpp, on a workload whose
 /// search succeeds; the fallback's renaming of stage 1's ranks keeps 16 more, and stage 1 up to 16
 /// more with cells of several packs or one sync per step); allocating that afresh each step costs
 /// the page faults of touching new memory (compare `solve_once` with `solve` in
