@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "batches.hpp"
+#include "stress.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -205,6 +206,28 @@ TEST_CASE("a reused solver gives solve's answers while batches grow, shrink and 
     }
     if (trial % 50 == 49) {
       reused.release();
+    }
+  }
+}
+
+// With more than 64 levels the bring-home's swaps leave a rank's places alone (the run's last
+// phase, see stage2::state::places_live): a solver reused across searches that succeed, give up,
+// or are weighed against the fallback must still give solve's answers on every later batch.
+TEST_CASE(
+    "a reused solver gives solve's answers with many levels, where searches succeed or fail") {
+  namespace stress = test::stress;
+  solver reused;
+  solution out;
+  for (const shape s : {shape{8, 128, 1}, shape{4, 256, 1}, shape{16, 96, 1}, shape{64, 16, 1}}) {
+    for (const auto d : stress::all_dists) {
+      for (const double eps : {0.0, 0.01}) {
+        const auto packs = stress::batch(s, d, 3);
+        solve_options opt;
+        opt.eps = eps;
+        INFO(stress::name(d) << " " << s.dp << " x " << s.ga << " eps " << eps);
+        reused.solve(packs, s, opt, out);
+        check_same(out, solve(packs, s, opt));
+      }
     }
   }
 }
