@@ -28,10 +28,14 @@ namespace {
 constexpr std::size_t large_block = std::size_t{64} << 10;
 std::atomic<long> large_blocks{0};
 
-void* counted(std::size_t size) {
+void count(std::size_t size) {
   if (size >= large_block) {
     large_blocks.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void* counted(std::size_t size) {
+  count(size);
   if (void* p = std::malloc(size == 0 ? 1 : size)) {
     return p;
   }
@@ -40,9 +44,7 @@ void* counted(std::size_t size) {
 
 // The same for types aligned beyond the default (the search's places are aligned to 32 bytes).
 void* counted(std::size_t size, std::align_val_t alignment) {
-  if (size >= large_block) {
-    large_blocks.fetch_add(1, std::memory_order_relaxed);
-  }
+  count(size);
   const auto align = static_cast<std::size_t>(alignment);
   // aligned_alloc wants a size that is a multiple of the alignment.
   const std::size_t rounded = size == 0 ? align : (size + align - 1) / align * align;

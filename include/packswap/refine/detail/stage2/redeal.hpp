@@ -359,8 +359,7 @@ class redeal_phase {
       st.pk[p].rank = rank;
       st.pk[p].slot = slot;
       const std::size_t at = static_cast<std::size_t>(rank) * st.k + static_cast<std::size_t>(slot);
-      const auto& k = st.pk[p]; // of the level of the pack whose place it takes
-      st.items[at] = state::item{static_cast<std::int32_t>(p), k.home, k.level, 0, k.cost, k.bytes};
+      st.items[at] = st.item_of(p); // of the level of the pack whose place it takes
     }
   }
 

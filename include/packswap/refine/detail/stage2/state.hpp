@@ -340,11 +340,15 @@ struct state {
     places_live = true;
   }
 
+  // Pack p's place record, from its pack record.
+  item item_of(std::size_t p) const {
+    return item{static_cast<std::int32_t>(p), pk[p].home, pk[p].level, 0, pk[p].cost, pk[p].bytes};
+  }
+
   void place(std::size_t p, std::size_t r) {
     pk[p].rank = static_cast<std::int32_t>(r);
     pk[p].slot = static_cast<std::int32_t>(used[r]);
-    items[r * k + used[r]] =
-        item{static_cast<std::int32_t>(p), pk[p].home, pk[p].level, 0, pk[p].cost, pk[p].bytes};
+    items[r * k + used[r]] = item_of(p);
     ++used[r];
     load[r] += pk[p].cost;
     ++cnt[r * k + static_cast<std::size_t>(pk[p].level)];
@@ -548,12 +552,10 @@ struct state {
 
   std::int64_t excess(std::size_t r) const { return std::max<std::int64_t>(0, load[r] - limit); }
 
-  // Moved-bytes change if x (on a) and y (on b) trade places.
-  std::int64_t swap_delta(std::size_t x, std::size_t a, std::size_t y, std::size_t b) const {
-    return away(x, b) - away(x, a) + away(y, a) - away(y, b);
-  }
-  // The same for the packs at places x (on rank a) and y (on rank b), read from the places.
-  std::int64_t swap_delta(const item& x, std::size_t a, const item& y, std::size_t b) const {
+  // Moved-bytes change if x (on a) and y (on b) trade places: x and y pack ids, or their places
+  // (then read from the places, no pack record).
+  template <class Pack>
+  std::int64_t swap_delta(const Pack& x, std::size_t a, const Pack& y, std::size_t b) const {
     return away(x, b) - away(x, a) + away(y, a) - away(y, b);
   }
 
