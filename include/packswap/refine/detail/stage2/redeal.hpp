@@ -18,7 +18,7 @@ namespace packswap::detail::stage2 {
 ///
 /// Every rank keeps as many packs of each level as it had, so the level constraints hold as they
 /// did; no sweep raises the largest load. Ends with every pack's place written back (not
-/// through swap_packs: the level lists are stale until the repair indexes them again).
+/// through swap_packs: the level lists are stale until a later phase indexes them again).
 ///
 /// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs (radix
 /// passes from 256 packs, a comparison sort below): O(n log dp) per sweep at worst; per unlock

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/products.hpp"
 #include "packswap/refine/detail/stage2/chain.hpp"
 #include "packswap/refine/detail/stage2/pace.hpp"
@@ -37,12 +38,12 @@ namespace packswap::detail::stage2 {
 /// the rest of its work and no later attempt runs, as the answer at the bound would be the
 /// fallback's anyway).
 ///
-/// Complexity: O(n + dp k) to index the packs by rank and level, at the first step. Per step,
-/// for p picks (repair_picks of each kind, four times as many for a partial fix) and the m
-/// roomiest ranks: O(k) to read the rank and pick, O(m (k / 16 + k)) for the level tables with
-/// at most scan_limit levels of r per level of a partner, O(p (log n + scan_limit)) through the
-/// cost index, O(m k + t log(m k)) for a batch taking t swaps; a chain step O(c w (k + c w))
-/// for c chain_picks and w chain_width; O(dp) at the start of each run to count the excess, O(1)
+/// Complexity: per step, for p picks (repair_picks of each kind, four times as many for a partial
+/// fix) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k / 16 + k)) for the level
+/// tables (from the places) with at most scan_limit levels of r per level of a partner, O(p (log n
+/// + scan_limit)) through the cost index, O(m k + t log(m k)) for a batch taking t swaps; a chain
+/// step O(c w (k + c w)) for c chain_picks and w chain_width; O(dp) at the start of each run to
+/// count the excess (and n + dp units of work charged at its first step, see repair_step()), O(1)
 /// per step to judge the pace. Up to 2n + 16 steps, and at most the work bound: the work counted
 /// (candidates weighed, packs read) stops the phase at the first step past it.
 class repair_phase {
@@ -70,6 +71,7 @@ class repair_phase {
     };
     tuning_ = t;
     steps_on_.assign(st.dp, 0);
+    run_charged_ = false;
     const std::int64_t budget =
         static_cast<std::int64_t>(st.n) * tuning_.repair_swaps_per_pack + 16;
     std::int64_t swaps = 0;
@@ -295,6 +297,13 @@ class repair_phase {
     const auto settled = [&] { return full_known() && (pace_.hurried() || best.delta <= 0); };
     pick_(st, r, exc, crowded_level, tuning_.repair_picks);
     roomiest(st, static_cast<std::size_t>(tuning_.roomy_partners), r, scratch_ranks_);
+    // The partners' level counts and places, fetched now for their level tables below: they are
+    // few and lie at random places (1,048,576 packs, `multiples` at ga 16: 0.93 times the time of
+    // building the tables without it, paired runs).
+    for (const std::size_t s2 : scratch_ranks_) {
+      prefetch(&st.cnt[s2 * st.k]);
+      prefetch_lines(&st.items[s2 * st.k], st.used[s2]);
+    }
     // The roomiest ranks first: most fixes need a partner with room. Both ranks' packs by level
     // (`level_table`): outside level repairs, for each level of the partner's packs, r's packs of
     // that level and of the levels below it that the partner can take in its place (see
@@ -305,7 +314,17 @@ class repair_phase {
     // each, and reading all eight partners for each took 7.6 k units per step at ga 256, more
     // than the work bound holds for all of them: `vlm-pretrain` 1,024 x 256 ended at the bound).
     // With fewer levels, the same once the attempt is `hurried` (see repair_pace::hurried).
-    st.ensure_levels(); // built once a repair needs them: many batches need no step
+    if (!run_charged_) {
+      // A run's first step is charged n + dp units: what indexing every pack by rank and level
+      // cost, which the repair did at that step while its level tables were read from level
+      // lists. The judges of repair_pace count their pace from the run's start and were tuned
+      // with the charge in it: without it they judge later, and searches that end in the
+      // fallback anyway run on (on the stress set, `bimodal` at dp 65,536 x ga 16: 13-14.5
+      // million units instead of 5.8 million, for the same answer). With it every plan is as
+      // it was.
+      st.work += static_cast<std::int64_t>(st.n + st.dp);
+      run_charged_ = true;
+    }
     level_table(st, r, mine_);
     std::int64_t weighed = 0; // candidates, and pairs of levels, counted as work
     table_kept_.assign(scratch_ranks_.size(), 0);
@@ -496,41 +515,47 @@ class repair_phase {
   }
 
   // Rank r's packs by level: for every level it holds, ascending, its cheapest and its most
-  // expensive pack there (ties: the lower id), with their costs. O(k).
+  // expensive pack there (ties: the lower id), with their costs. Read from r's places (level,
+  // cost and pack id beside each, in sequence), not from the level lists, whose walk waits on a
+  // pack record and a link fetched at random for every pack. O(k + packs on r).
   struct level_entry {
     std::size_t level, lo, hi;
     std::int64_t lo_cost, hi_cost;
   };
   void level_table(state& st, std::size_t r, std::vector<level_entry>& out) {
     out.resize(st.k);
+    level_entry_of_.resize(st.k);
     std::size_t levels = 0;
     const std::int32_t* cnt = &st.cnt[r * st.k];
     for (std::size_t l = 0; l < st.k; ++l) {
       if (cnt[l] == 0) {
         continue;
       }
-      // In locals, each field stored once in place: an entry built aside and pushed is read back
-      // whole from the stack while its last fields are still being written, which stalls.
-      std::size_t lo = st.n;
-      std::size_t hi = st.n;
-      for (std::int32_t y = st.at_level[r * st.k + l]; y >= 0;
-           y = st.next_at_level[static_cast<std::size_t>(y)]) {
-        const auto p = static_cast<std::size_t>(y);
-        // Internal ids run by cost descending, ties by input id.
-        hi = hi == st.n || p < hi ? p : hi;
-        lo = lo == st.n || st.pk[p].cost < st.pk[lo].cost ||
-                     (st.pk[p].cost == st.pk[lo].cost && p < lo)
-                 ? p
-                 : lo;
-      }
-      level_entry& e = out[levels++];
-      e.level = l;
-      e.lo = lo;
-      e.hi = hi;
-      e.lo_cost = st.pk[lo].cost;
-      e.hi_cost = st.pk[hi].cost;
+      level_entry_of_[l] = static_cast<std::int32_t>(levels);
+      out[levels++] = level_entry{l, st.n, st.n, 0, 0};
     }
     out.resize(levels);
+    const state::item* items = &st.items[r * st.k];
+    for (std::size_t i = 0; i < st.used[r]; ++i) {
+      const state::item& it = items[i];
+      level_entry& e =
+          out[static_cast<std::size_t>(level_entry_of_[static_cast<std::size_t>(it.level)])];
+      const auto p = static_cast<std::size_t>(it.pack);
+      // Its record, which weigh() reads for the candidates: fetched now, all of a rank's at
+      // once, rather than one at a time there (with 1,048,576 packs, `multiples` at ga 16, 0.91
+      // times the time without, paired runs).
+      prefetch(&st.pk[p]);
+      // Internal ids run by cost descending, ties by input id: the lowest id is the most
+      // expensive.
+      if (e.hi == st.n || p < e.hi) {
+        e.hi = p;
+        e.hi_cost = it.cost;
+      }
+      if (e.lo == st.n || it.cost < e.lo_cost || (it.cost == e.lo_cost && p < e.lo)) {
+        e.lo = p;
+        e.lo_cost = it.cost;
+      }
+    }
     st.work += static_cast<std::int64_t>(st.k / 16 + st.used[r]); // the counts in sequence
   }
 
@@ -683,6 +708,7 @@ class repair_phase {
   std::vector<std::size_t> changed_;                       // the ranks a step changed
   std::vector<std::size_t> stuck_;                         // see stuck_ranks()
   std::vector<std::int32_t> steps_on_;                     // steps taken on each rank in this run
+  bool run_charged_ = false;                               // see repair_step()
   static constexpr std::int32_t careful_steps = 2;         // see batch_step()
   static constexpr std::size_t careful_below_levels = 512; // see batch_step()
   static constexpr std::int32_t careful_rank_steps = 8;
@@ -693,6 +719,7 @@ class repair_phase {
   std::vector<batch_swap> swaps_;                // see batch_step()
   std::vector<batch_swap> unfit_;                // see batch_step()
   std::vector<level_entry> mine_;                // see level_table()
+  std::vector<std::int32_t> level_entry_of_;     // by level: its entry's index, see level_table()
   std::vector<std::vector<level_entry>> tables_; // see partner_table()
   std::vector<char> table_kept_;                 // see partner_table()
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
