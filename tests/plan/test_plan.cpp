@@ -85,73 +85,107 @@ TEST_CASE("one rank's plan is exactly its slice of the whole plan") {
   }
 }
 
+namespace {
+
+// Cells dealt at random, so that most packs move.
+assignment random_deal(const shape& s, std::size_t n, prng& rng) {
+  std::vector<std::size_t> deal(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    deal[i] = i;
+  }
+  for (std::size_t i = n; i > 1; --i) {
+    std::swap(deal[i - 1], deal[rng.below(i)]);
+  }
+  const auto mbs = static_cast<std::size_t>(s.mbs);
+  const auto ga = static_cast<std::size_t>(s.ga);
+  assignment a(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    const std::size_t c = deal[p] / mbs;
+    a[p] = cell{static_cast<std::int32_t>(c / ga), static_cast<std::int32_t>(c % ga)};
+  }
+  return a;
+}
+
+// Every list of the whole plan and of rank r0's own against one built from its definition:
+// compute and keep by pack id, sends and receives by (peer, pack id).
+void check_lists(const std::vector<pack_meta>& packs, const shape& s, const assignment& a,
+                 std::int32_t r0) {
+  const auto n = packs.size();
+  const auto all = make_plan(packs, s, a);
+  const auto mine = make_plan(packs, s, a, r0);
+  for (std::int32_t r = 0; r < s.dp; ++r) {
+    for (std::int32_t m = 0; m < s.ga; ++m) {
+      std::vector<std::int32_t> compute, keep;
+      std::vector<transfer> sends, receives;
+      for (std::size_t p = 0; p < n; ++p) { // ascending id
+        const auto id = static_cast<std::int32_t>(p);
+        const std::int32_t from = packs[p].source_rank;
+        if (a[p].rank == r && a[p].micro_step == m) {
+          compute.push_back(id);
+          if (from == r) {
+            keep.push_back(id);
+          } else {
+            receives.push_back({id, from, packs[p].bytes});
+          }
+        }
+        if (from == r && a[p].rank != r && a[p].micro_step == m) {
+          sends.push_back({id, a[p].rank, packs[p].bytes});
+        }
+      }
+      const auto by_peer = [](const transfer& x, const transfer& y) {
+        return x.peer < y.peer || (x.peer == y.peer && x.pack < y.pack);
+      };
+      std::sort(sends.begin(), sends.end(), by_peer);
+      std::sort(receives.begin(), receives.end(), by_peer);
+      for (const plan* pl : {&all, &mine}) {
+        if (r < pl->first_rank() || r >= pl->last_rank()) {
+          continue;
+        }
+        CAPTURE(r);
+        CAPTURE(m);
+        const auto c = pl->compute(r, m);
+        const auto k = pl->keep(r, m);
+        const auto sd = pl->sends(r, m);
+        const auto rv = pl->receives(r, m);
+        CHECK(std::vector<std::int32_t>(c.begin(), c.end()) == compute);
+        CHECK(std::vector<std::int32_t>(k.begin(), k.end()) == keep);
+        CHECK(std::vector<transfer>(sd.begin(), sd.end()) == sends);
+        CHECK(std::vector<transfer>(rv.begin(), rv.end()) == receives);
+      }
+    }
+  }
+}
+
+} // namespace
+
 TEST_CASE("every list holds what the assignment says, in its documented order") {
-  // Cells dealt at random, so that most packs move, and every list is checked against one
-  // built from its definition: compute and keep by pack id, sends and receives by (peer, pack
-  // id); for the whole batch and for single ranks.
   prng rng(8);
   for (int trial = 0; trial < 300; ++trial) {
     const auto s = test::random_shape(rng, 20, 6, 3);
     const auto packs = test::random_batch(s, rng(), test::mix::vlm, rng.chance(1, 2));
-    const auto n = packs.size();
-    std::vector<std::size_t> deal(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      deal[i] = i;
-    }
-    for (std::size_t i = n; i > 1; --i) {
-      std::swap(deal[i - 1], deal[rng.below(i)]);
-    }
-    const auto mbs = static_cast<std::size_t>(s.mbs);
-    const auto ga = static_cast<std::size_t>(s.ga);
-    assignment a(n);
-    for (std::size_t p = 0; p < n; ++p) {
-      const std::size_t c = deal[p] / mbs;
-      a[p] = cell{static_cast<std::int32_t>(c / ga), static_cast<std::int32_t>(c % ga)};
-    }
+    const auto a = random_deal(s, packs.size(), rng);
+    check_lists(packs, s, a,
+                static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp))));
+  }
+}
+
+TEST_CASE("long send and receive lists are in their documented order too") {
+  // A cell whose rank's loader made many packs sends most of them, and one of many packs
+  // receives most of its own: lists far longer than the few packs a cell usually exchanges.
+  prng rng(9);
+  for (const shape s : {shape{8, 1, 96}, shape{24, 2, 48}, shape{3, 4, 40}}) {
+    const auto packs = test::random_batch(s, rng(), test::mix::vlm, false);
+    const auto a = random_deal(s, packs.size(), rng);
+    std::size_t longest = 0;
     const auto all = make_plan(packs, s, a);
-    const auto r0 = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp)));
-    const auto mine = make_plan(packs, s, a, r0);
     for (std::int32_t r = 0; r < s.dp; ++r) {
       for (std::int32_t m = 0; m < s.ga; ++m) {
-        std::vector<std::int32_t> compute, keep;
-        std::vector<transfer> sends, receives;
-        for (std::size_t p = 0; p < n; ++p) { // ascending id
-          const auto id = static_cast<std::int32_t>(p);
-          const std::int32_t from = packs[p].source_rank;
-          if (a[p].rank == r && a[p].micro_step == m) {
-            compute.push_back(id);
-            if (from == r) {
-              keep.push_back(id);
-            } else {
-              receives.push_back({id, from, packs[p].bytes});
-            }
-          }
-          if (from == r && a[p].rank != r && a[p].micro_step == m) {
-            sends.push_back({id, a[p].rank, packs[p].bytes});
-          }
-        }
-        const auto by_peer = [](const transfer& x, const transfer& y) {
-          return x.peer < y.peer || (x.peer == y.peer && x.pack < y.pack);
-        };
-        std::sort(sends.begin(), sends.end(), by_peer);
-        std::sort(receives.begin(), receives.end(), by_peer);
-        for (const plan* pl : {&all, &mine}) {
-          if (r < pl->first_rank() || r >= pl->last_rank()) {
-            continue;
-          }
-          CAPTURE(r);
-          CAPTURE(m);
-          const auto c = pl->compute(r, m);
-          const auto k = pl->keep(r, m);
-          const auto sd = pl->sends(r, m);
-          const auto rv = pl->receives(r, m);
-          CHECK(std::vector<std::int32_t>(c.begin(), c.end()) == compute);
-          CHECK(std::vector<std::int32_t>(k.begin(), k.end()) == keep);
-          CHECK(std::vector<transfer>(sd.begin(), sd.end()) == sends);
-          CHECK(std::vector<transfer>(rv.begin(), rv.end()) == receives);
-        }
+        longest = std::max({longest, all.sends(r, m).size(), all.receives(r, m).size()});
       }
     }
+    CAPTURE(s.dp);
+    CHECK(longest > 32);
+    check_lists(packs, s, a, s.dp - 1);
   }
 }
 
