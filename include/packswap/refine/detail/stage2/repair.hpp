@@ -319,7 +319,7 @@ class repair_phase {
       // cost, which the repair did at that step while its level tables were read from level
       // lists. The judges of repair_pace count their pace from the run's start and were tuned
       // with the charge in it: without it they judge later, and searches that end in the
-      // fallback anyway run on (on the stress set, `bimodal` at dp 65,536 x ga 16: 13-14.5
+      // fallback anyway run on (on the stress set, `bimodal` at dp 65,536 x ga 16: 13.0-14.6
       // million units instead of 5.8 million, for the same answer). With it every plan is as
       // it was.
       st.work += static_cast<std::int64_t>(st.n + st.dp);
@@ -531,8 +531,9 @@ class repair_phase {
       if (cnt[l] == 0) {
         continue;
       }
+      // No pack yet: every pack of the level has a lower id and a cost no higher.
       level_entry_of_[l] = static_cast<std::int32_t>(levels);
-      out[levels++] = level_entry{l, st.n, st.n, 0, 0};
+      out[levels++] = level_entry{l, st.n, st.n, std::numeric_limits<std::int64_t>::max(), 0};
     }
     out.resize(levels);
     const state::item* items = &st.items[r * st.k];
@@ -547,11 +548,11 @@ class repair_phase {
       prefetch(&st.pk[p]);
       // Internal ids run by cost descending, ties by input id: the lowest id is the most
       // expensive.
-      if (e.hi == st.n || p < e.hi) {
+      if (p < e.hi) {
         e.hi = p;
         e.hi_cost = it.cost;
       }
-      if (e.lo == st.n || it.cost < e.lo_cost || (it.cost == e.lo_cost && p < e.lo)) {
+      if (it.cost < e.lo_cost || (it.cost == e.lo_cost && p < e.lo)) {
         e.lo = p;
         e.lo_cost = it.cost;
       }
