@@ -557,7 +557,13 @@ class repair_phase {
         e.lo_cost = it.cost;
       }
     }
-    st.work += static_cast<std::int64_t>(st.k / 16 + st.used[r]); // the counts in sequence
+    st.work += table_work(st, r);
+  }
+
+  // The work a level table of rank r counts, built or kept: its level counts and its places,
+  // read in sequence.
+  static std::int64_t table_work(const state& st, std::size_t r) {
+    return static_cast<std::int64_t>(st.k / 16 + st.used[r]);
   }
 
   // The level table of scratch_ranks_[j], the step's j-th roomiest partner. A step reads a
@@ -571,7 +577,7 @@ class repair_phase {
     }
     const std::size_t s2 = scratch_ranks_[j];
     if (table_kept_[j] != 0) {
-      st.work += static_cast<std::int64_t>(st.k / 16 + st.used[s2]);
+      st.work += table_work(st, s2);
     } else {
       level_table(st, s2, tables_[j]);
       table_kept_[j] = 1;
