@@ -104,11 +104,11 @@ TEST_CASE("pace: steps on crowded levels do not count toward the pace") {
 }
 
 TEST_CASE("pace: large batches with many levels are judged from the 4th step") {
-  repair_run run(16384, bold_from_levels);
+  repair_run run(8192, bold_from_levels);
   CHECK(run.first_hopeless() == 63); // the 4th step passed; 63,000 units >= 62,500
   run.st.k = bold_from_levels - 1;
   CHECK(run.first_hopeless() == 256);
-  run.st.n = 16383;
+  run.st.n = 8191;
   run.st.k = bold_from_levels;
   CHECK(run.first_hopeless() == 256);
 }
@@ -117,11 +117,11 @@ TEST_CASE("pace: large batches are judged over the recent work too") {
   // The pace since the start (80,000 removed in 200,000 units) would carry on; the recent one
   // (1 per 1,000 units) would not. Samples every 1/32 of the allowance, 31,250 units, from step
   // 256: at 256, 288, 320 and 352 the window is full and the recent pace ends the search.
-  repair_run run(16384);
+  repair_run run(8192);
   run.excess = stalls;
   CHECK(run.first_hopeless() == 352);
   // A smaller batch is judged by the pace since the start alone: not within 800 steps.
-  run.st.n = 16383;
+  run.st.n = 8191;
   CHECK(run.first_hopeless() == -1);
 }
 
