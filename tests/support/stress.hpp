@@ -30,6 +30,8 @@ enum class dist {
   heavy_rank, ///< log-normal, but rank 0 holds every heavy pack (20x-40x the median)
   bytes_tied, ///< log-normal costs, every pack exactly 8 MiB
   bytes_near, ///< near-equal costs (+-1%), bytes within +-0.1% of 8 MiB
+  uniform,    ///< costs uniform from 0.1 s to 1 s to the microsecond, as a measured or fitted
+              ///< cost model gives: no common step between costs, and few exact ties
 };
 
 inline const char* name(dist d) {
@@ -52,13 +54,15 @@ inline const char* name(dist d) {
     return "bytes_tied";
   case dist::bytes_near:
     return "bytes_near";
+  case dist::uniform:
+    return "uniform";
   }
   return "?";
 }
 
-inline const dist all_dists[] = {dist::lognormal,  dist::pareto,     dist::bimodal,
-                                 dist::ties,       dist::multiples,  dist::near_equal,
-                                 dist::heavy_rank, dist::bytes_tied, dist::bytes_near};
+inline const dist all_dists[] = {
+    dist::lognormal,  dist::pareto,     dist::bimodal,    dist::ties,       dist::multiples,
+    dist::near_equal, dist::heavy_rank, dist::bytes_tied, dist::bytes_near, dist::uniform};
 
 /// The distribution named `text`; false when there is none.
 inline bool parse(const std::string& text, dist& out) {
@@ -202,6 +206,10 @@ inline std::vector<pack_meta> batch(const shape& s, dist d, std::uint64_t seed) 
     case dist::bytes_near:
       cost = rng.uniform(990'000, 1'010'000);
       bytes = rng.uniform(mib8 - mib8 / 1000, mib8 + mib8 / 1000);
+      break;
+    case dist::uniform:
+      cost = rng.uniform(100'000, 1'000'000);
+      tokens = cost / 280;
       break;
     }
     const bool priced_by_tokens = d == dist::lognormal || d == dist::pareto || d == dist::bimodal ||
