@@ -9,6 +9,7 @@
 #include "packswap/refine/detail/stage2/repair.hpp"
 #include "packswap/refine/detail/stage2/snapshot.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
+#include "packswap/refine/detail/stage2/trim.hpp"
 #include "packswap/refine/topology.hpp"
 
 #include <algorithm>
@@ -33,8 +34,10 @@ namespace packswap::detail {
 /// packs of each level to balance the loads; (4) repair loads above the limit with swaps found
 /// through a cost-sorted index, each lowering the total excess, cheapest in moved bytes first (in
 /// the attempts made after the others failed, where no single swap helps a rank, two swaps in a
-/// chain); (5) bring packs home by swapping them with packs their home rank holds for others.
-/// The searches (4, 5) count their work; past `limit_work` a run fails, and the caller may
+/// chain), and where it fails with a few ranks just above the limit, (4b) trim them with one or
+/// two same-level swaps with one partner each; (5) bring packs home by swapping them with packs
+/// their home rank holds for others.
+/// The searches (4, 4b, 5) count their work; past `limit_work` a run fails, and the caller may
 /// `settle` from stage 1 instead: bring-home alone, from an assignment that already meets the
 /// limits.
 class home_first {
@@ -101,6 +104,13 @@ class home_first {
         start_.save(st_, t);
       }
       repaired = repair_.run(st_, t);
+      // Failed with a few ranks just above the limit (costs with no common step, at eps = 0):
+      // trimmed where one or two swaps with one partner clear each, and the search goes on to
+      // bring packs home, even after a repair that judged its pace hopeless.
+      if (!repaired && trim_.run(st_)) {
+        st_.gave_up = false; // the search ends here, within its allowance
+        repaired = true;
+      }
       if (!repaired) {
         if (repair_.stuck_ranks().empty()) {
           return false; // out of swaps or work, or hopeless: give up
@@ -231,6 +241,7 @@ class home_first {
   stage2::fill_phase fill_;
   stage2::redeal_phase redeal_;
   stage2::repair_phase repair_;
+  stage2::trim_phase trim_;
   stage2::bring_home_phase home_;
 };
 
