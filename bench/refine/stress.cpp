@@ -11,11 +11,12 @@
 // of `--small-dp`; (2) each pack count of `--large` at ga 16, 64 and 256 (ga 16 alone above
 // 262,144 packs); (3) `--packs` packs in cells of every mbs of `--mbs`, at ga 4, 16 and 64.
 // `--shapes` replaces them all with its own list. `--dists`: stress distributions (lognormal,
-// pareto, bimodal, ties, multiples, near_equal, heavy_rank, bytes_tied, bytes_near, uniform),
-// workload presets (vlm-pretrain, captioning, high-res; not above 262,144 packs) and the tests'
-// mixes as synthetic:<mix>, or `all` (the stress distributions and the presets). Every batch is
-// solved `--repeat` times through `packswap::solve` as the CLI calls it (every rank's plan, peers
-// counted), single-threaded; its time is the median. The reference is the benchmark's batch
+// pareto, bimodal, ties, multiples, near_equal, heavy_rank, bytes_tied, bytes_near, uniform), the
+// probes beyond the stress set (text_heavy, geometric, graded, sparse_giants), workload presets
+// (vlm-pretrain, captioning, high-res; not above 262,144 packs) and the tests' mixes as
+// synthetic:<mix>, or `all` (the stress distributions and the presets, not the probes). Every batch
+// is solved `--repeat` times through `packswap::solve` as the CLI calls it (every rank's plan,
+// peers counted), single-threaded; its time is the median. The reference is the benchmark's batch
 // (vlm-pretrain, dp 1,024 x ga 16, seed 42, as bench/balance/solve.cpp), solved between the
 // cells of the same run: its median over the run divides every time ("x ref"). `--kept` times
 // every solve, the reference's too, through one `packswap::solver` kept across calls instead, as

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -439,10 +440,11 @@ TEST_CASE("state keeps the rows of packs away from home exact through swaps") {
 }
 
 TEST_CASE("stage 2's work stays under its bound on the stress set, and its answers keep A and B") {
-  // Every stress distribution, shapes from ga 16 to 1,024 (the bound is hit on some of them),
-  // three eps: the searches' work never exceeds stage2_work_bound (linear in the pack count),
-  // A stays exact, B within (1 + eps) of stage 1's, and no more bytes move than stage 1's.
-  // Fewer under the sanitizers (tests/refine/CMakeLists.txt defines PACKSWAP_TEST_SANITIZED).
+  // Every stress distribution and probe beyond the set, shapes from ga 16 to 1,024 (the bound is
+  // hit on some of them), three eps: the searches' work never exceeds stage2_work_bound (linear in
+  // the pack count), A stays exact, B within (1 + eps) of stage 1's, and no more bytes move than
+  // stage 1's. Fewer under the sanitizers (tests/refine/CMakeLists.txt defines
+  // PACKSWAP_TEST_SANITIZED).
 #ifdef PACKSWAP_TEST_SANITIZED
   const shape shapes[] = {{4, 256, 1}, {64, 16, 1}};
   const int seeds = 1;
@@ -453,7 +455,11 @@ TEST_CASE("stage 2's work stays under its bound on the stress set, and its answe
   const int seeds = 2;
 #endif
   int bounded = 0;
-  for (const auto d : test::stress::all_dists) {
+  std::vector<test::stress::dist> dists(std::begin(test::stress::all_dists),
+                                        std::end(test::stress::all_dists));
+  dists.insert(dists.end(), std::begin(test::stress::probe_dists),
+               std::end(test::stress::probe_dists));
+  for (const auto d : dists) {
     for (const auto& s : shapes) {
       for (const double eps : {0.0, 0.001, 0.01}) {
         for (int seed = 1; seed <= seeds; ++seed) {

@@ -32,6 +32,13 @@ enum class dist {
   bytes_near, ///< near-equal costs (+-1%), bytes within +-0.1% of 8 MiB
   uniform,    ///< costs uniform from 0.1 s to 1 s to the microsecond, as a measured or fitted
               ///< cost model gives: no common step between costs, and few exact ties
+  // Probes, beyond the stress set (`probe_dists`): inputs that found worst cases outside it.
+  text_heavy,    ///< 90% text-only packs (cost and image bytes exactly 0), the rest log-normal
+  geometric,     ///< costs 2^u microseconds, u uniform in 0..24: 1 us to 17 s, a tail heavier
+                 ///< than any other
+  graded,        ///< rank r's packs cost 1 s x (1 + r / dp), +-0.1%: a load gradient across the
+                 ///< ranks, as shards sorted by length give
+  sparse_giants, ///< one pack in 1,000 costs 1,000 s, the others 1-2 ms
 };
 
 inline const char* name(dist d) {
@@ -56,6 +63,14 @@ inline const char* name(dist d) {
     return "bytes_near";
   case dist::uniform:
     return "uniform";
+  case dist::text_heavy:
+    return "text_heavy";
+  case dist::geometric:
+    return "geometric";
+  case dist::graded:
+    return "graded";
+  case dist::sparse_giants:
+    return "sparse_giants";
   }
   return "?";
 }
@@ -64,15 +79,22 @@ inline const dist all_dists[] = {
     dist::lognormal,  dist::pareto,     dist::bimodal,    dist::ties,       dist::multiples,
     dist::near_equal, dist::heavy_rank, dist::bytes_tied, dist::bytes_near, dist::uniform};
 
-/// The distribution named `text`; false when there is none.
+/// Probes beyond the stress set: named by the benchmark's `--dists`, not part of `all`.
+inline const dist probe_dists[] = {dist::text_heavy, dist::geometric, dist::graded,
+                                   dist::sparse_giants};
+
+/// The distribution named `text` (of the stress set or a probe); false when there is none.
 inline bool parse(const std::string& text, dist& out) {
-  for (const auto d : all_dists) {
-    if (text == name(d)) {
-      out = d;
-      return true;
+  const auto find = [&](const auto& list) {
+    for (const auto d : list) {
+      if (text == name(d)) {
+        out = d;
+        return true;
+      }
     }
-  }
-  return false;
+    return false;
+  };
+  return find(all_dists) || find(probe_dists);
 }
 
 namespace fixed {
@@ -211,9 +233,28 @@ inline std::vector<pack_meta> batch(const shape& s, dist d, std::uint64_t seed) 
       cost = rng.uniform(100'000, 1'000'000);
       tokens = cost / 280;
       break;
+    case dist::text_heavy:
+      tokens = rng.below(10) == 0 ? lognormal_tokens() : 0;
+      break;
+    case dist::geometric:
+      cost = std::int64_t{1} << rng.uniform(0, 24);
+      tokens = cost / 280;
+      break;
+    case dist::graded: {
+      const auto r = static_cast<std::int64_t>(p / per_rank);
+      const std::int64_t mean = 1'000'000 + 1'000'000 * r / s.dp;
+      cost = rng.uniform(mean - mean / 1000, mean + mean / 1000);
+      tokens = cost / 280;
+      break;
+    }
+    case dist::sparse_giants:
+      cost = rng.below(1000) == 0 ? 1'000'000'000 : rng.uniform(1'000, 2'000);
+      tokens = cost / 280;
+      break;
     }
     const bool priced_by_tokens = d == dist::lognormal || d == dist::pareto || d == dist::bimodal ||
-                                  d == dist::heavy_rank || d == dist::bytes_tied;
+                                  d == dist::heavy_rank || d == dist::bytes_tied ||
+                                  d == dist::text_heavy;
     packs[p].cost = priced_by_tokens ? priced(tokens) : cost;
     packs[p].bytes = bytes >= 0 ? bytes : text_bytes + token_bytes * tokens;
     packs[p].source_rank = static_cast<std::int32_t>(p / per_rank);
