@@ -546,6 +546,35 @@ TEST_CASE("a search that moves a giant pack away is weighed against the fallback
   }
 }
 
+TEST_CASE("a search that moves more than half of stage 1's bytes is weighed where renaming does") {
+  // The probe `geometric` (costs 2^u microseconds) at eps = 0 on 1,024 ranks of 16 levels: the
+  // search succeeds but moves more than half of stage 1's bytes, no pack of them 1/64 of the
+  // batch's, while stage 1 renamed alone moves fewer. The fallback is computed too, and the
+  // answer must move no more than it, and fewer bytes than the search.
+  const shape s{1024, 16, 1};
+  const auto d = test::stress::dist::geometric;
+  const auto packs = test::stress::batch(s, d, 1);
+  const auto sol = solve_stress_eps0(s, d, 1);
+  auto engine = engine_for(packs, s, 0, false);
+  REQUIRE(engine.run(detail::home_first::tuning{}));
+  const std::int64_t searched = engine.weighted_moved();
+  const auto start = settle_start_of(packs, s);
+  std::vector<std::int64_t> costs;
+  for (const auto& p : packs) {
+    costs.push_back(p.cost);
+  }
+  const std::int64_t stage1 = measure_movement(packs, balance(costs, s), s).moved_bytes;
+  engine.limit_work(start.allowance);
+  engine.settle(start.renamed, 2);
+  const std::int64_t fallback = engine.weighted_moved();
+  INFO("search " << searched << " fallback " << fallback << " renamed " << start.before
+                 << " stage 1 " << stage1);
+  CHECK(2 * searched > stage1);
+  CHECK(start.before < searched);
+  CHECK(sol.movement.moved_bytes <= fallback);
+  CHECK(sol.movement.moved_bytes < searched);
+}
+
 TEST_CASE("a repair that ends with a few ranks just above the limit is trimmed, not given up") {
   // Costs uniform to the microsecond (`uniform`) at eps = 0: Karmarkar-Karp leaves every rank
   // within a few microseconds of the limit, and the search that keeps most packs home ends with
