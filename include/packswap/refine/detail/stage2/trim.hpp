@@ -1,5 +1,6 @@
 #pragma once
 
+#include "packswap/detail/sort.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
 #include <algorithm>
@@ -98,10 +99,12 @@ class trim_phase {
     bool found = false;
     pick best;
     std::size_t best_t = 0;
+    // The most work best_with() counts for a partner's m <= 4 k pairs, beside its list: no trim
+    // passes the limit.
+    const auto most = static_cast<std::int64_t>(4 * st.k);
+    const std::int64_t most_work = most * (2 + width + log2_up(4 * st.k) / 4);
     for (const std::size_t t : partners_) {
-      // The most work best_with() counts for t (m <= 4 k pairs): no trim passes the limit.
-      const auto most = static_cast<std::int64_t>(4 * st.k);
-      if (st.work + list_work(st, t) + most * (2 + width + log2_up(most) / 4) > st.work_limit) {
+      if (st.work + list_work(st, t) + most_work > st.work_limit) {
         break; // the trims already made keep the limits
       }
       pick p;
@@ -237,13 +240,8 @@ class trim_phase {
     return found && out.left < need;
   }
 
-  static std::int64_t log2_up(std::size_t v) {
-    std::int64_t b = 0;
-    while ((std::size_t{1} << b) < v) {
-      ++b;
-    }
-    return b;
-  }
+  // The bits of v - 1: log2(v) rounded up, 0 for v <= 1.
+  static std::int64_t log2_up(std::size_t v) { return v < 2 ? 0 : bit_width_of(v - 1); }
 
   static constexpr std::size_t max_ranks = 32;   // above the limit; more: no trim
   static constexpr std::size_t max_partners = 8; // tried per trim
