@@ -121,9 +121,8 @@ struct refine_scratch {
 inline bool renamed_moves_less(span<const pack_meta> packs, const shape& s, const assignment& a,
                                const topology& topo, rank_matching& matching,
                                std::int64_t searched) {
-  const auto& name = matching.run(packs, a, static_cast<std::size_t>(s.dp));
-  const auto renamed = bytes_of(
-      packs, topo, [&](std::size_t p) { return name[static_cast<std::size_t>(a[p].rank)]; });
+  const auto renamed =
+      renamed_bytes(packs, a, topo, matching.run(packs, a, static_cast<std::size_t>(s.dp)));
   return topo.weighted(renamed.intra, renamed.inter) < searched;
 }
 

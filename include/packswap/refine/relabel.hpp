@@ -237,6 +237,13 @@ class rank_matching {
   std::vector<char> rank_taken_; // run()'s working memory
 };
 
+// The bytes `a` moves with its ranks renamed by `name` (column c's new rank: name[c]).
+inline byte_totals renamed_bytes(span<const pack_meta> packs, const assignment& a,
+                                 const topology& topo, const std::vector<std::int32_t>& name) {
+  return bytes_of(packs, topo,
+                  [&](std::size_t p) { return name[static_cast<std::size_t>(a[p].rank)]; });
+}
+
 // relabel_ranks() without validating its inputs, for callers whose inputs are valid already;
 // `matching` is working memory (about 16 bytes per pack), which a caller that renames every step
 // keeps, so that it touches no new memory once its batches stop growing.
@@ -244,8 +251,7 @@ inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, ass
                                 const topology& topo, rank_matching& matching) {
   const auto& name = matching.run(packs, a, static_cast<std::size_t>(s.dp));
   const auto before = bytes_of(packs, topo, [&](std::size_t p) { return a[p].rank; });
-  const auto after = bytes_of(
-      packs, topo, [&](std::size_t p) { return name[static_cast<std::size_t>(a[p].rank)]; });
+  const auto after = renamed_bytes(packs, a, topo, name);
   if (topo.weighted(after.intra, after.inter) >= topo.weighted(before.intra, before.inter)) {
     return a;
   }
