@@ -4,6 +4,7 @@
 #include "packswap/batch.hpp"
 #include "packswap/refine/detail/cell_swaps.hpp"
 #include "packswap/refine/detail/home_first.hpp"
+#include "packswap/refine/detail/two_ranks.hpp"
 #include "packswap/refine/relabel.hpp"
 #include "packswap/refine/topology.hpp"
 
@@ -97,16 +98,18 @@ constexpr std::int64_t stage2_search_bound(std::int64_t n) {
 // The most work stage 2's searches do for n packs in ga micro-steps: the search's bound and the
 // fallback's allowance (each with a constant for small batches), plus what the step under way
 // at each check may add (the level tables of the roomiest ranks, O(ga), and a bounded number of
-// candidates). O(n), as ga <= n.
+// candidates), and with two ranks the knapsack's work. O(n) (O(n log n) with two ranks), as
+// ga <= n.
 constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga) {
   return stage2_search_bound(n) + fallback_work_per_pack * n + fallback_work_constant + 16 * ga +
-         16384;
+         16384 + (n == 2 * ga ? two_ranks::work_bound(n) : 0);
 }
 
 // Working memory of stage 2, kept by callers that refine every step; after each refine_sorted,
 // the work its searches did and whether they stopped at the bound.
 struct refine_scratch {
   home_first engine;
+  two_ranks two;     // for dp = 2
   cell_places cells; // for mbs > 1
   std::vector<std::int64_t> caps;
   std::vector<std::size_t> used;
@@ -162,6 +165,20 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
     bring_home_cells(packs, s, opt.topology, caps, limit, a, 2, ws.cells);
     return;
   }
+  // Stage 1 as it stands is always a valid answer: stage 2 must move fewer weighted bytes.
+  const std::int64_t stage1_bytes = opt.topology.weighted(stage1.intra, stage1.inter);
+  // Two ranks: the exact shape of the answers that keep A (detail/two_ranks.hpp). Where it finds
+  // an answer within the limit that moves the fewest bytes of any, that is the answer, without
+  // the search; else its answer is kept where it moves fewer weighted bytes than the search's
+  // (on the stress set at dp 2, up to 0.49 of Karmarkar-Karp's bytes fewer, and never more).
+  // O(n log n).
+  const bool two = s.dp == 2 && ws.two.run(packs, order, limit, opt.topology, stage1_bytes);
+  const std::int64_t two_work = s.dp == 2 ? ws.two.work() : 0;
+  if (two && ws.two.fewest_of_any()) {
+    ws.two.write(order, a);
+    ws.work = two_work;
+    return;
+  }
   std::sort(caps.begin(), caps.end(), std::greater<>());
   home_first& engine = ws.engine;
   engine.prepare(packs, s, opt.topology, caps, limit, order);
@@ -180,8 +197,6 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   home_first::tuning narrow_chained = wide_chained;
   narrow_chained.band_low_permille = 350;
   narrow_chained.band_high_permille = 650;
-  // Stage 1 as it stands is always a valid answer: stage 2 must move fewer weighted bytes.
-  const std::int64_t stage1_bytes = opt.topology.weighted(stage1.intra, stage1.inter);
   // The fallback below: stage 1 with its ranks renamed to keep the most bytes home, which keeps
   // its balance exactly, then brought home by trades that keep it (within a work allowance of
   // its own), into `a`, which holds stage 1.
@@ -189,6 +204,12 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
     a = relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
     engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
     engine.settle(a, 2);
+  };
+  // The two-rank answer in place of `a`, which moves `moved`, where it moves fewer.
+  const auto keep_two = [&](std::int64_t moved) {
+    if (two && ws.two.weighted_moved() < moved) {
+      ws.two.write(order, a);
+    }
   };
   for (const auto& t : {wide, wide_chained, narrow_chained}) {
     if (engine.run(t)) {
@@ -215,13 +236,16 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
           fallback();
           if (engine.weighted_moved() < searched.weighted) {
             engine.cells(a, ws.used);
+            keep_two(engine.weighted_moved());
           } else {
             a.swap(ws.searched);
+            keep_two(searched.weighted);
           }
         } else {
           engine.cells(a, ws.used);
+          keep_two(searched.weighted);
         }
-        ws.work = engine.work();
+        ws.work = two_work + engine.work();
         return;
       }
       break;
@@ -231,7 +255,8 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   ws.bounded = engine.out_of_work();
   fallback();
   engine.cells(a, ws.used);
-  ws.work = engine.work();
+  keep_two(engine.weighted_moved());
+  ws.work = two_work + engine.work();
   ws.bounded = ws.bounded || engine.out_of_work();
 }
 
@@ -260,11 +285,17 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// renamed to keep the most bytes home (`relabel_ranks`), then packs brought home by trades
 /// within its balance, which never moves more than stage 1. Where the search's answer moves a
 /// pack holding more than 1/64 of the batch's bytes, that fallback is computed too and the one
-/// moving fewer weighted bytes kept. For mbs > 1 it is that renaming followed by swaps that bring
-/// packs home while every cell stays within its micro-step's stage-1 maximum and every rank
-/// within the B limit. The search and the swaps add costs and weighted bytes in int64: for
-/// batches whose total cost exceeds int64 max / (2 (ga + 2)) or whose byte total exceeds int64
-/// max / (4 * inter-node weight) they stand down, and the answer is the renaming alone.
+/// moving fewer weighted bytes kept. With two ranks (dp = 2), every answer that keeps A is a
+/// choice after each run of equal costs that ends at an odd sorted position, and the choices
+/// that move the fewest bytes are found exactly (`detail::two_ranks`): where they keep B within
+/// the limit, or flips of them that cost no bytes do, they are the answer; else a walk from them
+/// towards the limit gives a second answer, kept where it moves fewer weighted bytes than the
+/// search's. For mbs > 1 it is that renaming
+/// followed by swaps that bring packs home while every cell stays within its micro-step's stage-1
+/// maximum and every rank within the B limit. The search and the swaps add costs and weighted bytes
+/// in int64: for batches whose total cost exceeds int64 max / (2 (ga + 2)) or whose byte total
+/// exceeds int64 max / (4 * inter-node weight) they stand down, and the answer is the renaming
+/// alone.
 class refiner {
  public:
   /// The stage-2 assignment for `packs` given stage 1's `stage1`; validates its inputs.
