@@ -25,7 +25,8 @@
 // Each gives an upper bound on the bytes that stay home; the smaller one, taken from the total,
 // bounds the moved bytes from below. The limit on B is ignored, so the bound is not tight in
 // general; with distinct costs and dp = 2 (no slack: each rank holds one pack of every level) it
-// is exact. O(n log n).
+// is exact. O(n log n). With two ranks the bound below is the exact fewest instead, ties and all
+// (moved_two_ranks_exact).
 
 #include <packswap/batch.hpp>
 #include <packswap/refine/detail/stage2/pin.hpp>
@@ -53,9 +54,74 @@ inline std::vector<std::int64_t> chunk_caps(const std::vector<pack_meta>& packs,
   return caps;
 }
 
+/// With two ranks, the fewest bytes any assignment with A = LB_A moves, exactly (the limit on B
+/// ignored). Sorted by cost, the packs form runs of equal cost; rank 0's i-th largest pack is at
+/// or below cap i exactly where, after every run ending at sorted position e, rank 0 holds
+/// floor(e / 2) or ceil(e / 2) of the packs so far (and so does rank 1): rank 0 holding c of
+/// them, its c-th largest costs the run's cost, at most cap c - 1 = the cost at position
+/// 2 (c - 1) only if 2 (c - 1) < e. Within a run the packs are interchangeable, so with t of
+/// them on rank 0 the fewest moved are those of the rank with more than its share, the smallest
+/// first. A walk along the runs with two states (floor or ceil) finds the fewest in O(n log n).
+inline std::int64_t moved_two_ranks_exact(const std::vector<pack_meta>& packs) {
+  const auto n = packs.size();
+  std::vector<std::size_t> sorted(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    sorted[p] = p;
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [&](std::size_t a, std::size_t b) { return packs[a].cost > packs[b].cost; });
+  constexpr std::int64_t none = -1;
+  // fewest[h]: the fewest bytes so far with rank 0 holding floor(e / 2) + h of the first e.
+  std::int64_t fewest[2] = {0, none};
+  for (std::size_t start = 0; start < n;) {
+    std::size_t end = start;
+    std::vector<std::int64_t> own[2]; // the run's bytes by home rank, ascending
+    while (end < n && packs[sorted[end]].cost == packs[sorted[start]].cost) {
+      own[packs[sorted[end]].source_rank == 0 ? 0 : 1].push_back(packs[sorted[end]].bytes);
+      ++end;
+    }
+    for (auto& o : own) {
+      std::sort(o.begin(), o.end());
+    }
+    // Bytes moved when rank 0 takes t of the run: the smallest of the surplus rank's own.
+    const auto moved = [&](std::int64_t t) {
+      const auto h0 = static_cast<std::int64_t>(own[0].size());
+      const auto& surplus = t < h0 ? own[0] : own[1];
+      const auto count = static_cast<std::size_t>(t < h0 ? h0 - t : t - h0);
+      std::int64_t sum = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        sum += surplus[i];
+      }
+      return sum;
+    };
+    std::int64_t next[2] = {none, none};
+    for (std::int64_t h = 0; h < (end % 2 == 1 ? 2 : 1); ++h) {
+      for (std::int64_t before = 0; before < 2; ++before) {
+        if (fewest[before] == none) {
+          continue;
+        }
+        const std::int64_t t = static_cast<std::int64_t>(end / 2 + static_cast<std::size_t>(h)) -
+                               static_cast<std::int64_t>(start / 2) - before;
+        const std::int64_t c = fewest[before] + moved(t);
+        if (next[h] == none || c < next[h]) {
+          next[h] = c;
+        }
+      }
+    }
+    fewest[0] = next[0];
+    fewest[1] = next[1];
+    start = end;
+  }
+  return fewest[0];
+}
+
 /// Lower bound on the bytes moved by any assignment of `packs` in shape `s` (mbs = 1) whose A is
-/// LB_A (see the comment above). Unweighted bytes: one node.
+/// LB_A (see the comment above); with two ranks, the fewest exactly (moved_two_ranks_exact).
+/// Unweighted bytes: one node.
 inline std::int64_t moved_lower_bound(const std::vector<pack_meta>& packs, const shape& s) {
+  if (s.dp == 2) {
+    return moved_two_ranks_exact(packs);
+  }
   const auto n = packs.size();
   const auto dp = static_cast<std::size_t>(s.dp);
   const auto k = static_cast<std::size_t>(s.ga);
