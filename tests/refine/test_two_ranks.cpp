@@ -219,3 +219,25 @@ TEST_CASE("two ranks: refine keeps the knapsack's answer where it moves fewer by
     CHECK(sol.stage2_work <= detail::stage2_work_bound(s.packs(), s.ga));
   }
 }
+
+TEST_CASE("two ranks on two nodes: the same answers, every byte weighed four times") {
+  // With one rank per node every moved byte crosses nodes, so the weights scale every price
+  // alike and the choices, tie-breaks included, are those of one node.
+  for (const auto d : {test::stress::dist::pareto, test::stress::dist::bytes_tied,
+                       test::stress::dist::ties, test::stress::dist::lognormal}) {
+    const shape s{2, 256, 1};
+    const auto packs = test::stress::batch(s, d, 3);
+    for (const double eps : {0.0, 0.01}) {
+      solve_options one;
+      one.eps = eps;
+      solve_options two = one;
+      two.topology = topology::uniform(1, 4);
+      const auto a = solve(packs, s, one);
+      const auto b = solve(packs, s, two);
+      INFO(test::stress::name(d) << " eps " << eps);
+      CHECK(a.cells == b.cells);
+      CHECK(b.movement.weighted_bytes == 4 * a.movement.moved_bytes);
+      CHECK(b.movement.inter_node_bytes == b.movement.moved_bytes);
+    }
+  }
+}
