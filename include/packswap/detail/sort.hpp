@@ -16,7 +16,7 @@ struct order_scratch {
 };
 
 /// Bits needed for `v` (0 for 0).
-inline int bit_width_of(std::uint64_t v) {
+constexpr int bit_width_of(std::uint64_t v) {
 #if defined(__GNUC__) || defined(__clang__)
   return v == 0 ? 0 : 64 - __builtin_clzll(v);
 #else

@@ -116,11 +116,7 @@ class two_ranks {
 
   /// The most work a `run` does for n packs: 4 n + 4 n ceil(log2(n + 1)).
   static constexpr std::int64_t work_bound(std::int64_t n) {
-    std::int64_t bits = 0;
-    while (bits < 63 && (n >> bits) != 0) {
-      ++bits;
-    }
-    return 4 * n + 4 * n * bits;
+    return 4 * n + 4 * n * bit_width_of(static_cast<std::uint64_t>(n));
   }
 
  private:
