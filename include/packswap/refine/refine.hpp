@@ -290,12 +290,11 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// that move the fewest bytes are found exactly (`detail::two_ranks`): where they keep B within
 /// the limit, or flips of them that cost no bytes do, they are the answer; else a walk from them
 /// towards the limit gives a second answer, kept where it moves fewer weighted bytes than the
-/// search's. For mbs > 1 it is that renaming
-/// followed by swaps that bring packs home while every cell stays within its micro-step's stage-1
-/// maximum and every rank within the B limit. The search and the swaps add costs and weighted bytes
-/// in int64: for batches whose total cost exceeds int64 max / (2 (ga + 2)) or whose byte total
-/// exceeds int64 max / (4 * inter-node weight) they stand down, and the answer is the renaming
-/// alone.
+/// search's. For mbs > 1 it is that renaming followed by swaps that bring packs home while every
+/// cell stays within its micro-step's stage-1 maximum and every rank within the B limit. The
+/// search and the swaps add costs and weighted bytes in int64: for batches whose total cost
+/// exceeds int64 max / (2 (ga + 2)) or whose byte total exceeds int64 max / (4 * inter-node
+/// weight) they stand down, and the answer is the renaming alone.
 class refiner {
  public:
   /// The stage-2 assignment for `packs` given stage 1's `stage1`; validates its inputs.
