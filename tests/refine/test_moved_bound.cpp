@@ -19,8 +19,10 @@ namespace {
 
 // The fewest bytes moved by an assignment that holds ga packs on every rank and puts every
 // rank's i-th largest pack at or below cap i (the sorted chunks' maxima), that is, one with A =
-// LB_A; by trying every assignment. -1 if none (there always is one: the sorted deal).
-std::int64_t fewest_moved(const std::vector<pack_meta>& packs, const shape& s) {
+// LB_A, and every rank's load at most `limit`; by trying every assignment. -1 if none (with no
+// limit there always is one: the sorted deal).
+std::int64_t fewest_moved(const std::vector<pack_meta>& packs, const shape& s,
+                          std::int64_t limit = std::numeric_limits<std::int64_t>::max()) {
   const auto n = packs.size();
   const auto dp = static_cast<std::size_t>(s.dp);
   const auto k = static_cast<std::size_t>(s.ga);
@@ -32,10 +34,15 @@ std::int64_t fewest_moved(const std::vector<pack_meta>& packs, const shape& s) {
     if (p == n) {
       for (auto costs : held) {
         std::sort(costs.begin(), costs.end(), std::greater<>());
+        std::int64_t load = 0;
         for (std::size_t i = 0; i < k; ++i) {
           if (costs[i] > caps[i]) {
             return;
           }
+          load += costs[i];
+        }
+        if (load > limit) {
+          return;
         }
       }
       best = best < 0 ? moved : std::min(best, moved);
@@ -123,6 +130,64 @@ TEST_CASE("with two ranks the moved-bytes lower bound is exact, ties and all") {
   }
 }
 
+TEST_CASE("with two ranks and a limit on the loads, the fewest moved bytes are exact") {
+  // moved_two_ranks_within against every assignment: small random batches with distinct costs
+  // and with few values (ties, zeros), each under limits from the tightest any assignment with
+  // A = LB_A meets to none; and the stress set's batches at dp 2.
+  prng rng(33);
+  int bound_by_limit = 0;
+  int none_fit = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const shape s{2, 1 + static_cast<std::int32_t>(rng.below(5)), 1};
+    const bool distinct = trial % 2 == 0;
+    auto packs = small_batch(rng, s, distinct ? 1000 : 2 + rng.below(4));
+    std::int64_t total = 0;
+    for (std::size_t p = 0; p < packs.size(); ++p) {
+      if (distinct) {
+        packs[p].cost = packs[p].cost * 16 + static_cast<std::int64_t>(p);
+      }
+      total += packs[p].cost;
+    }
+    const std::int64_t unlimited = fewest_moved(packs, s);
+    for (const std::int64_t limit : {(total + 1) / 2 - 1, (total + 1) / 2, (total + 1) / 2 + 3,
+                                     total * 9 / 16, std::numeric_limits<std::int64_t>::max()}) {
+      INFO("ga ", s.ga, " trial ", trial, " limit ", limit, " total ", total);
+      const std::int64_t fewest = fewest_moved(packs, s, limit);
+      const auto within = test::moved_two_ranks_within(packs, limit, std::int64_t{1} << 26);
+      if (fewest < 0) {
+        CHECK_FALSE(within.has_value());
+        ++none_fit;
+        continue;
+      }
+      REQUIRE(within.has_value());
+      CHECK(*within == fewest);
+      bound_by_limit += fewest > unlimited ? 1 : 0;
+    }
+  }
+  // The limits bind on some batches and leave none on others.
+  CHECK(bound_by_limit > 20);
+  CHECK(none_fit > 20);
+  for (const auto d : test::stress::all_dists) {
+    const shape s{2, 5, 1};
+    const auto packs = test::stress::batch(s, d, 7);
+    std::int64_t total = 0;
+    for (const auto& p : packs) {
+      total += p.cost;
+    }
+    for (const std::int64_t limit : {(total + 1) / 2, total * 51 / 100, total * 53 / 100}) {
+      INFO(std::string(test::stress::name(d)), " limit ", limit);
+      const std::int64_t fewest = fewest_moved(packs, s, limit);
+      const auto within = test::moved_two_ranks_within(packs, limit, std::int64_t{1} << 26);
+      if (fewest < 0) {
+        CHECK_FALSE(within.has_value());
+        continue;
+      }
+      REQUIRE(within.has_value());
+      CHECK(*within == fewest);
+    }
+  }
+}
+
 namespace {
 std::vector<pack_meta> listed(const std::vector<std::int64_t>& costs,
                               const std::vector<std::int32_t>& homes) {
@@ -163,4 +228,14 @@ TEST_CASE("the moved-bytes lower bound counts the packs a rank must take in") {
     CHECK(fewest_moved(packs, s) == 1);
     CHECK(test::moved_lower_bound(packs, s) == 1);
   }
+}
+
+TEST_CASE("the limited two-rank table declines a batch larger than its allowance") {
+  // Costs 1,000,003 and 1: the common step is 1, so the table spans a million entries a run.
+  const shape s{2, 2, 1};
+  const auto packs = listed({1000003, 1000002, 1, 2}, {0, 1, 0, 1});
+  CHECK_FALSE(test::moved_two_ranks_within(packs, 1000005, 1000).has_value());
+  const auto within = test::moved_two_ranks_within(packs, 1000005, std::int64_t{1} << 24);
+  REQUIRE(within.has_value());
+  CHECK(*within == fewest_moved(packs, s, 1000005));
 }

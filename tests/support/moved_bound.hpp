@@ -26,14 +26,19 @@
 // bounds the moved bytes from below. The limit on B is ignored, so the bound is not tight in
 // general; with distinct costs and dp = 2 (no slack: each rank holds one pack of every level) it
 // is exact. O(n log n). With two ranks the bound below is the exact fewest instead, ties and all
-// (moved_two_ranks_exact).
+// (moved_two_ranks_exact), and moved_two_ranks_within gives the exact fewest within a limit on B
+// where its table is small enough.
 
 #include <packswap/batch.hpp>
 #include <packswap/refine/detail/stage2/pin.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
 #include <vector>
 
 namespace packswap::test {
@@ -54,6 +59,66 @@ inline std::vector<std::int64_t> chunk_caps(const std::vector<pack_meta>& packs,
   return caps;
 }
 
+namespace bound_detail {
+
+// A run of equal cost among the packs sorted by cost, descending: it ends at sorted position
+// `end`, and `own[h][i]` is the sum of the i smallest bytes of its packs whose home is rank h.
+struct cost_run {
+  std::int64_t cost = 0;
+  std::size_t start = 0, end = 0;
+  std::vector<std::int64_t> own[2];
+
+  // The fewest bytes the run moves when rank 0 takes t of its packs (0 <= t <= end - start):
+  // those of the rank holding more than its share, the smallest first.
+  [[nodiscard]] std::int64_t moved(std::int64_t t) const {
+    const auto h0 = static_cast<std::int64_t>(own[0].size()) - 1;
+    return t < h0 ? own[0][static_cast<std::size_t>(h0 - t)]
+                  : own[1][static_cast<std::size_t>(t - h0)];
+  }
+};
+
+// The runs of equal cost of a batch of two ranks.
+inline std::vector<cost_run> cost_runs(const std::vector<pack_meta>& packs) {
+  const auto n = packs.size();
+  std::vector<std::size_t> sorted(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    sorted[p] = p;
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [&](std::size_t a, std::size_t b) { return packs[a].cost > packs[b].cost; });
+  std::vector<cost_run> runs;
+  for (std::size_t start = 0; start < n;) {
+    cost_run r;
+    r.cost = packs[sorted[start]].cost;
+    r.start = start;
+    std::size_t end = start;
+    std::vector<std::int64_t> bytes[2]; // by home rank
+    while (end < n && packs[sorted[end]].cost == r.cost) {
+      bytes[packs[sorted[end]].source_rank == 0 ? 0 : 1].push_back(packs[sorted[end]].bytes);
+      ++end;
+    }
+    r.end = end;
+    for (int h = 0; h < 2; ++h) {
+      std::sort(bytes[h].begin(), bytes[h].end());
+      r.own[h].assign(1, 0);
+      for (const auto b : bytes[h]) {
+        r.own[h].push_back(r.own[h].back() + b);
+      }
+    }
+    runs.push_back(std::move(r));
+    start = end;
+  }
+  return runs;
+}
+
+// Rank 0's packs of a run when it holds floor(e / 2) + h of the first e packs after the run and
+// floor(s / 2) + before of the first s before it.
+inline std::int64_t taken(const cost_run& r, std::int64_t h, std::int64_t before) {
+  return static_cast<std::int64_t>(r.end / 2) - static_cast<std::int64_t>(r.start / 2) + h - before;
+}
+
+} // namespace bound_detail
+
 /// With two ranks, the fewest bytes any assignment with A = LB_A moves, exactly (the limit on B
 /// ignored). Sorted by cost, the packs form runs of equal cost; rank 0's i-th largest pack is at
 /// or below cap i exactly where, after every run ending at sorted position e, rank 0 holds
@@ -63,46 +128,17 @@ inline std::vector<std::int64_t> chunk_caps(const std::vector<pack_meta>& packs,
 /// them on rank 0 the fewest moved are those of the rank with more than its share, the smallest
 /// first. A walk along the runs with two states (floor or ceil) finds the fewest in O(n log n).
 inline std::int64_t moved_two_ranks_exact(const std::vector<pack_meta>& packs) {
-  const auto n = packs.size();
-  std::vector<std::size_t> sorted(n);
-  for (std::size_t p = 0; p < n; ++p) {
-    sorted[p] = p;
-  }
-  std::sort(sorted.begin(), sorted.end(),
-            [&](std::size_t a, std::size_t b) { return packs[a].cost > packs[b].cost; });
   constexpr std::int64_t none = -1;
   // fewest[h]: the fewest bytes so far with rank 0 holding floor(e / 2) + h of the first e.
   std::int64_t fewest[2] = {0, none};
-  for (std::size_t start = 0; start < n;) {
-    std::size_t end = start;
-    std::vector<std::int64_t> own[2]; // the run's bytes by home rank, ascending
-    while (end < n && packs[sorted[end]].cost == packs[sorted[start]].cost) {
-      own[packs[sorted[end]].source_rank == 0 ? 0 : 1].push_back(packs[sorted[end]].bytes);
-      ++end;
-    }
-    for (auto& o : own) {
-      std::sort(o.begin(), o.end());
-    }
-    // Bytes moved when rank 0 takes t of the run: the smallest of the surplus rank's own.
-    const auto moved = [&](std::int64_t t) {
-      const auto h0 = static_cast<std::int64_t>(own[0].size());
-      const auto& surplus = t < h0 ? own[0] : own[1];
-      const auto count = static_cast<std::size_t>(t < h0 ? h0 - t : t - h0);
-      std::int64_t sum = 0;
-      for (std::size_t i = 0; i < count; ++i) {
-        sum += surplus[i];
-      }
-      return sum;
-    };
+  for (const auto& r : bound_detail::cost_runs(packs)) {
     std::int64_t next[2] = {none, none};
-    for (std::int64_t h = 0; h < (end % 2 == 1 ? 2 : 1); ++h) {
+    for (std::int64_t h = 0; h < (r.end % 2 == 1 ? 2 : 1); ++h) {
       for (std::int64_t before = 0; before < 2; ++before) {
         if (fewest[before] == none) {
           continue;
         }
-        const std::int64_t t = static_cast<std::int64_t>(end / 2 + static_cast<std::size_t>(h)) -
-                               static_cast<std::int64_t>(start / 2) - before;
-        const std::int64_t c = fewest[before] + moved(t);
+        const std::int64_t c = fewest[before] + r.moved(bound_detail::taken(r, h, before));
         if (next[h] == none || c < next[h]) {
           next[h] = c;
         }
@@ -110,9 +146,117 @@ inline std::int64_t moved_two_ranks_exact(const std::vector<pack_meta>& packs) {
     }
     fewest[0] = next[0];
     fewest[1] = next[1];
-    start = end;
   }
   return fewest[0];
+}
+
+/// With two ranks, the fewest bytes any assignment with A = LB_A and both ranks' loads at most
+/// `limit` moves, exactly; none where no such assignment exists or the table below would hold
+/// more than `most_cells` entries.
+///
+/// The walk of moved_two_ranks_exact, with rank 0's load as a second coordinate. In units of g,
+/// the greatest common divisor of the costs, rank 0's load after run k is a base (rank 0 holding
+/// floor(e / 2) after every run) plus dev_k, where dev moves by c_k (h_k - h_{k-1}) at run k (h:
+/// the state, 0 for floor and 1 for ceil). After run k the rest can change dev by -c_{k+1} h_k
+/// plus a sum of cost gaps in [0, c_{k+1}], so only dev_k within c_{k+1} of the window the limit
+/// leaves the final load can reach it: the table for run k spans the window's width plus c_{k+1},
+/// and the whole table about (total cost / g) / (packs per run) + runs x the window's width
+/// entries. For the tests and the stress benchmark, which read the solver's bytes against it at
+/// dp 2; it is not the solver's (their figures differ where the solver misses the fewest).
+inline std::optional<std::int64_t> moved_two_ranks_within(const std::vector<pack_meta>& packs,
+                                                          std::int64_t limit,
+                                                          std::int64_t most_cells) {
+  const auto runs = bound_detail::cost_runs(packs);
+  std::int64_t g = 0;
+  std::int64_t total = 0;
+  std::int64_t base = 0;
+  for (const auto& r : runs) {
+    g = std::gcd(g, r.cost);
+    total += r.cost * static_cast<std::int64_t>(r.end - r.start);
+    base += r.cost * bound_detail::taken(r, 0, 0);
+  }
+  if (g == 0) {
+    g = 1; // every cost 0
+  }
+  // The window of the final dev: base + dev g <= limit and total - base - dev g <= limit.
+  const auto floor_div = [](std::int64_t a, std::int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+  };
+  const std::int64_t lo = std::max<std::int64_t>(0, -floor_div(base - total + limit, g));
+  // dev is at most the dearest cost (each state 1 adds the gap after its run).
+  const std::int64_t hi =
+      std::min(floor_div(limit - base, g), runs.empty() ? 0 : runs.front().cost / g);
+  if (lo > hi) {
+    return std::nullopt;
+  }
+  // dev_k's span for state h: [lo - c_{k+1} (1 - h), hi + c_{k+1} h], from 0.
+  const auto next_cost = [&](std::size_t k) {
+    return k + 1 < runs.size() ? runs[k + 1].cost / g : 0;
+  };
+  std::int64_t cells = 0;
+  std::int64_t widest = 1;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const std::int64_t width = hi - lo + 1 + next_cost(k);
+    widest = std::max(widest, width);
+    cells += 2 * width;
+    if (cells > most_cells) {
+      return std::nullopt;
+    }
+  }
+  constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max() / 2;
+  // Per state: the span's first dev, its last, and the fewest bytes for each dev in between.
+  struct row {
+    std::int64_t first = 0, last = -1;
+    std::vector<std::int64_t> fewest;
+  };
+  std::array<row, 2> now;
+  std::array<row, 2> next;
+  for (auto* rows : {&now, &next}) {
+    for (auto& r : *rows) {
+      r.fewest.resize(static_cast<std::size_t>(widest));
+    }
+  }
+  now[0].first = now[0].last = 0; // before the first run: dev 0, state 0
+  now[0].fewest[0] = 0;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const auto& run = runs[k];
+    const std::int64_t c = run.cost / g;
+    const std::int64_t after = next_cost(k);
+    for (std::int64_t h = 0; h < 2; ++h) {
+      auto& to = next[static_cast<std::size_t>(h)];
+      to.first = std::max<std::int64_t>(0, lo - after * (1 - h));
+      to.last = h == 1 && run.end % 2 == 0 ? -1 : hi + after * h; // ceil only after odd e
+      if (to.last < to.first) {
+        continue;
+      }
+      std::fill(to.fewest.begin(), to.fewest.begin() + (to.last - to.first + 1), none);
+      for (std::int64_t before = 0; before < 2; ++before) {
+        const auto& from = now[static_cast<std::size_t>(before)];
+        const std::int64_t t = bound_detail::taken(run, h, before);
+        if (from.last < from.first || t < 0 || t > static_cast<std::int64_t>(run.end - run.start)) {
+          continue;
+        }
+        const std::int64_t moved = run.moved(t);
+        const std::int64_t shift = c * (h - before);
+        const std::int64_t first = std::max(to.first, from.first + shift);
+        const std::int64_t last = std::min(to.last, from.last + shift);
+        const std::int64_t* in = from.fewest.data() + (first - shift - from.first);
+        std::int64_t* out = to.fewest.data() + (first - to.first);
+        for (std::int64_t d = 0; d <= last - first; ++d) {
+          out[d] = std::min(out[d], in[d] + moved);
+        }
+      }
+    }
+    std::swap(now, next);
+  }
+  std::int64_t best = none;
+  for (std::int64_t d = std::max(lo, now[0].first); d <= std::min(hi, now[0].last); ++d) {
+    best = std::min(best, now[0].fewest[static_cast<std::size_t>(d - now[0].first)]);
+  }
+  if (best == none) {
+    return std::nullopt;
+  }
+  return best;
 }
 
 /// Lower bound on the bytes moved by any assignment of `packs` in shape `s` (mbs = 1) whose A is
