@@ -193,7 +193,7 @@ def shapes_table(records):
         for eps in (0.0, 0.01):
             at = [r["moved_bytes_vs_kk"] for r in rs if abs(r["eps"] - eps) < 1e-12]
             moved.append(f"{sum(at) / len(at):.3f} / {max(at):.3f}" if at else "")
-        # The bound depends on the batch only: one value per seed.
+        # One value per seed: the bound at the first eps (at dp 2 it counts the limit on B too).
         lb = [r["moved_lower_bound_vs_kk"] for r in rs if abs(r["eps"] - rs[0]["eps"]) < 1e-12]
         lines.append(f"| {dist} | {shape_name(slow)} | {len(rs)} | {fmt_ms(slow['ms'])} "
                      f"| {slow['x_ref']:.1f} | {hit} | {moved[0]} | {moved[1]} "
