@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "moved_bound.hpp"
@@ -161,7 +162,7 @@ TEST_CASE("two ranks: every answer keeps A and the limit, and a wide window give
 }
 
 TEST_CASE("two ranks: with one value of cost, each rank keeps its own packs first") {
-  // Every pair is a tie: the split is free, and step 4 keeps each rank's own packs home, moving
+  // Every pair is a tie: the split is free, and each rank keeps its own packs first, moving
   // only the cheapest of the rank that has more than half.
   std::vector<pack_meta> packs;
   const std::int64_t bytes[] = {5, 1, 7, 3, 9, 2};
@@ -239,5 +240,40 @@ TEST_CASE("two ranks on two nodes: the same answers, every byte weighed four tim
       CHECK(b.movement.weighted_bytes == 4 * a.movement.moved_bytes);
       CHECK(b.movement.inter_node_bytes == b.movement.moved_bytes);
     }
+  }
+}
+
+TEST_CASE("two ranks: a flip across a narrow window, then the walk back, finds the fewest bytes") {
+  // At eps = 0 on these stress batches the window the limit leaves rank 0's load is narrower than
+  // the cost gap after the dearest run: walking from the fewest-bytes choices towards it only
+  // reaches it by dear flips, while the dearest run's flip, past it, and cheap ones back land in
+  // it for the fewest bytes of any answer within the limit (moved_two_ranks_within, exact).
+  struct batch {
+    test::stress::dist d;
+    int seed;
+  };
+  for (const auto& b :
+       {batch{test::stress::dist::lognormal, 1}, batch{test::stress::dist::bimodal, 2},
+        batch{test::stress::dist::bytes_tied, 1}}) {
+    const shape s{2, 1024, 1};
+    const auto packs = test::stress::batch(s, b.d, static_cast<std::uint64_t>(b.seed));
+    solve_options stage1;
+    stage1.refine = false;
+    const std::int64_t limit = solve(packs, s, stage1).stage1_b;
+    const auto order = order_of(packs);
+    detail::two_ranks two;
+    INFO(std::string(test::stress::name(b.d)) << " seed " << b.seed);
+    REQUIRE(two.run(packs, order, limit, topology{}, std::int64_t{1} << 62));
+    CHECK_FALSE(two.fewest_of_any());
+    CHECK(two.work() <= detail::two_ranks::work_bound(static_cast<std::int64_t>(packs.size())));
+    const auto fewest = test::moved_two_ranks_within(packs, limit, std::int64_t{1} << 30);
+    REQUIRE(fewest.has_value());
+    CHECK(two.weighted_moved() == *fewest);
+    assignment a(packs.size());
+    two.write(order, a);
+    const auto o = check_valid(packs, s, a);
+    CHECK(o.load0 <= limit);
+    CHECK(o.load1 <= limit);
+    CHECK(o.moved == *fewest);
   }
 }

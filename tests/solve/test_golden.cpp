@@ -32,9 +32,11 @@ const golden table[] = {
 // Stress batches (tests/support/stress.hpp, seed 7), the first four of which (and heavy_rank at
 // 32 x 32) stop stage 2 at its work bound (`bounded`): the answer past the bound must be as
 // deterministic as any other. Multiples at 1,024 x 8 is one whose re-deal unlocks a crowd of
-// ranks just above the limit (stage2::redeal_phase). The four at dp 2 take the two-rank path
-// (detail::two_ranks): its fewest-bytes choices alone (bimodal, ties), its walk's answer kept
-// over the search's (bytes_tied), and the search's kept over its walk's (pareto).
+// ranks just above the limit (stage2::redeal_phase). The six at dp 2 take the two-rank path
+// (detail::two_ranks): its fewest-bytes choices alone (bimodal at ga 1,024, ties), its walk's
+// answer kept over the search's (bytes_tied), the search's kept over its walk's (pareto), and
+// the walk back from a flip across the window kept (lognormal at ga 2,048, with the search
+// ended by its work bound, and bimodal at ga 96).
 struct golden_stress {
   shape s;
   test::stress::dist d;

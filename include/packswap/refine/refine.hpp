@@ -275,26 +275,26 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// The default stage-2 policy: see `refine()`.
 ///
 /// For mbs = 1 it runs the home-first search (`detail::home_first`): A stays within stage 1's
-/// micro-step maxima (so A == LB_A stays exact in `per_micro_step` mode), B within
-/// (1 + eps) * stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps.
-/// Its searches count their work and stop at a bound proportional to the pack count
-/// (`detail::stage2_work_per_pack` per pack, plus a constant), so its time is bounded on any
-/// input and every rank stops at the same point. Should the search fail to meet the limits (it
-/// tries the wide band, then the wide and a narrow band with a repair that may also chain two
-/// swaps), run out of work, or move more than stage 1, the answer is stage 1 with its ranks
-/// renamed to keep the most bytes home (`relabel_ranks`), then packs brought home by trades
-/// within its balance, which never moves more than stage 1. Where the search's answer moves a
-/// pack holding more than 1/64 of the batch's bytes, that fallback is computed too and the one
-/// moving fewer weighted bytes kept. With two ranks (dp = 2), every answer that keeps A is a
-/// choice after each run of equal costs that ends at an odd sorted position, and the choices
-/// that move the fewest bytes are found exactly (`detail::two_ranks`): where they keep B within
-/// the limit, or flips of them that cost no bytes do, they are the answer; else a walk from them
-/// towards the limit gives a second answer, kept where it moves fewer weighted bytes than the
-/// search's. For mbs > 1 it is that renaming followed by swaps that bring packs home while every
-/// cell stays within its micro-step's stage-1 maximum and every rank within the B limit. The
-/// search and the swaps add costs and weighted bytes in int64: for batches whose total cost
-/// exceeds int64 max / (2 (ga + 2)) or whose byte total exceeds int64 max / (4 * inter-node
-/// weight) they stand down, and the answer is the renaming alone.
+/// micro-step maxima (so A == LB_A stays exact in `per_micro_step` mode), B within (1 + eps) *
+/// stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps. Its searches
+/// count their work and stop at a bound proportional to the pack count
+/// (`detail::stage2_work_per_pack` per pack, plus a constant), so its time is bounded on any input
+/// and every rank stops at the same point. Should the search fail to meet the limits (it tries the
+/// wide band, then the wide and a narrow band with a repair that may also chain two swaps), run out
+/// of work, or move more than stage 1, the answer is stage 1 with its ranks renamed to keep the
+/// most bytes home (`relabel_ranks`), then packs brought home by trades within its balance, which
+/// never moves more than stage 1. Where the search's answer moves a pack holding more than 1/64 of
+/// the batch's bytes, that fallback is computed too and the one moving fewer weighted bytes kept.
+/// With two ranks (dp = 2), every answer that keeps A is a choice after each run of equal costs
+/// that ends at an odd sorted position, and the choices that move the fewest bytes are found
+/// exactly (`detail::two_ranks`): where they keep B within the limit, or flips of them that cost no
+/// bytes do, they are the answer; else walks from them towards the limit (one back from its far
+/// side too) give a second answer, kept where it moves fewer weighted bytes than the search's. For
+/// mbs > 1 it is that renaming followed by swaps that bring packs home while every cell stays
+/// within its micro-step's stage-1 maximum and every rank within the B limit. The search and the
+/// swaps add costs and weighted bytes in int64: for batches whose total cost exceeds
+/// int64 max / (2 (ga + 2)) or whose byte total exceeds int64 max / (4 * inter-node weight) they
+/// stand down, and the answer is the renaming alone.
 class refiner {
  public:
   /// The stage-2 assignment for `packs` given stage 1's `stage1`; validates its inputs.
