@@ -4,66 +4,18 @@
 
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "fewest_moved.hpp"
 #include "moved_bound.hpp"
 #include "stress.hpp"
 
 using namespace packswap;
 
 namespace {
-
-// The fewest bytes moved by an assignment that holds ga packs on every rank and puts every
-// rank's i-th largest pack at or below cap i (the sorted chunks' maxima), that is, one with A =
-// LB_A, and every rank's load at most `limit`; by trying every assignment. -1 if none (with no
-// limit there always is one: the sorted deal).
-std::int64_t fewest_moved(const std::vector<pack_meta>& packs, const shape& s,
-                          std::int64_t limit = std::numeric_limits<std::int64_t>::max()) {
-  const auto n = packs.size();
-  const auto dp = static_cast<std::size_t>(s.dp);
-  const auto k = static_cast<std::size_t>(s.ga);
-  const auto caps = test::chunk_caps(packs, s);
-  std::vector<std::vector<std::int64_t>> held(dp);
-  std::int64_t best = -1;
-  std::int64_t moved = 0;
-  std::function<void(std::size_t)> deal = [&](std::size_t p) {
-    if (p == n) {
-      for (auto costs : held) {
-        std::sort(costs.begin(), costs.end(), std::greater<>());
-        std::int64_t load = 0;
-        for (std::size_t i = 0; i < k; ++i) {
-          if (costs[i] > caps[i]) {
-            return;
-          }
-          load += costs[i];
-        }
-        if (load > limit) {
-          return;
-        }
-      }
-      best = best < 0 ? moved : std::min(best, moved);
-      return;
-    }
-    for (std::size_t r = 0; r < dp; ++r) {
-      if (held[r].size() == k) {
-        continue;
-      }
-      const std::int64_t away =
-          static_cast<std::size_t>(packs[p].source_rank) == r ? 0 : packs[p].bytes;
-      held[r].push_back(packs[p].cost);
-      moved += away;
-      deal(p + 1);
-      moved -= away;
-      held[r].pop_back();
-    }
-  };
-  deal(0);
-  return best;
-}
 
 // A batch of dp x ga packs, ga from each rank, costs and bytes drawn from `values` values each
 // (few values: many ties, and zeros).
@@ -94,7 +46,7 @@ TEST_CASE("the moved-bytes lower bound never exceeds the fewest bytes any assign
     }
     const auto packs = small_batch(rng, s, 2 + rng.below(6));
     const std::int64_t bound = test::moved_lower_bound(packs, s);
-    const std::int64_t fewest = fewest_moved(packs, s);
+    const std::int64_t fewest = test::fewest_moved(packs, s);
     INFO("dp ", s.dp, " ga ", s.ga, " trial ", trial);
     REQUIRE(fewest >= 0);
     CHECK(bound >= 0);
@@ -120,13 +72,13 @@ TEST_CASE("with two ranks the moved-bytes lower bound is exact, ties and all") {
       }
     }
     INFO("ga ", s.ga, " trial ", trial);
-    CHECK(test::moved_lower_bound(packs, s) == fewest_moved(packs, s));
+    CHECK(test::moved_lower_bound(packs, s) == test::fewest_moved(packs, s));
   }
   for (const auto d : test::stress::all_dists) {
     const shape s{2, 5, 1};
     const auto packs = test::stress::batch(s, d, 7);
     INFO(test::stress::name(d));
-    CHECK(test::moved_lower_bound(packs, s) == fewest_moved(packs, s));
+    CHECK(test::moved_lower_bound(packs, s) == test::fewest_moved(packs, s));
   }
 }
 
@@ -148,11 +100,11 @@ TEST_CASE("with two ranks and a limit on the loads, the fewest moved bytes are e
       }
       total += packs[p].cost;
     }
-    const std::int64_t unlimited = fewest_moved(packs, s);
+    const std::int64_t unlimited = test::fewest_moved(packs, s);
     for (const std::int64_t limit : {(total + 1) / 2 - 1, (total + 1) / 2, (total + 1) / 2 + 3,
                                      total * 9 / 16, std::numeric_limits<std::int64_t>::max()}) {
       INFO("ga ", s.ga, " trial ", trial, " limit ", limit, " total ", total);
-      const std::int64_t fewest = fewest_moved(packs, s, limit);
+      const std::int64_t fewest = test::fewest_moved(packs, s, limit);
       const auto within = test::moved_two_ranks_within(packs, limit, std::int64_t{1} << 26);
       if (fewest < 0) {
         CHECK_FALSE(within.has_value());
@@ -176,7 +128,7 @@ TEST_CASE("with two ranks and a limit on the loads, the fewest moved bytes are e
     }
     for (const std::int64_t limit : {(total + 1) / 2, total * 51 / 100, total * 53 / 100}) {
       INFO(std::string(test::stress::name(d)), " limit ", limit);
-      const std::int64_t fewest = fewest_moved(packs, s, limit);
+      const std::int64_t fewest = test::fewest_moved(packs, s, limit);
       const auto within = test::moved_two_ranks_within(packs, limit, std::int64_t{1} << 26);
       if (fewest < 0) {
         CHECK_FALSE(within.has_value());
@@ -208,7 +160,7 @@ TEST_CASE("the moved-bytes lower bound counts the packs a rank must take in") {
     // pack of each level, so one pack of each level moves: 2, not 1.
     const shape s{2, 2, 1};
     const auto packs = listed({10, 9, 5, 4}, {1, 1, 0, 0});
-    CHECK(fewest_moved(packs, s) == 2);
+    CHECK(test::fewest_moved(packs, s) == 2);
     CHECK(test::moved_lower_bound(packs, s) == 2);
   }
   SUBCASE("the slack of a level is shared by all ranks") {
@@ -217,7 +169,7 @@ TEST_CASE("the moved-bytes lower bound counts the packs a rank must take in") {
     // its level-1 packs. Each rank on its own could: 2, not 1.
     const shape s{3, 2, 1};
     const auto packs = listed({10, 10, 5, 5, 5, 5}, {2, 2, 0, 0, 1, 1});
-    CHECK(fewest_moved(packs, s) == 2);
+    CHECK(test::fewest_moved(packs, s) == 2);
     CHECK(test::moved_lower_bound(packs, s) == 2);
   }
   SUBCASE("a rank's prefixes bound it across levels") {
@@ -225,7 +177,7 @@ TEST_CASE("the moved-bytes lower bound counts the packs a rank must take in") {
     // them all; but a rank holds three packs: 1, not 0.
     const shape s{2, 3, 1};
     const auto packs = listed({10, 10, 10, 10, 20, 10}, {1, 1, 1, 0, 0, 1});
-    CHECK(fewest_moved(packs, s) == 1);
+    CHECK(test::fewest_moved(packs, s) == 1);
     CHECK(test::moved_lower_bound(packs, s) == 1);
   }
 }
@@ -237,5 +189,5 @@ TEST_CASE("the limited two-rank table declines a batch larger than its allowance
   CHECK_FALSE(test::moved_two_ranks_within(packs, 1000005, 1000).has_value());
   const auto within = test::moved_two_ranks_within(packs, 1000005, std::int64_t{1} << 24);
   REQUIRE(within.has_value());
-  CHECK(*within == fewest_moved(packs, s, 1000005));
+  CHECK(*within == test::fewest_moved(packs, s, 1000005));
 }

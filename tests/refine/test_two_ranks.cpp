@@ -6,12 +6,11 @@
 
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "fewest_moved.hpp"
 #include "moved_bound.hpp"
 #include "stress.hpp"
 
@@ -58,43 +57,6 @@ outcome check_valid(const std::vector<pack_meta>& packs, const shape& s, const a
   return o;
 }
 
-// The fewest bytes moved by an assignment with A = LB_A and both loads within `limit`, by trying
-// every choice of rank 0's ga packs; -1 if none.
-std::int64_t fewest_within(const std::vector<pack_meta>& packs, const shape& s,
-                           std::int64_t limit) {
-  const auto caps = test::chunk_caps(packs, s);
-  const std::size_t n = packs.size();
-  const auto k = static_cast<std::size_t>(s.ga);
-  std::int64_t best = -1;
-  std::vector<std::int64_t> held[2];
-  for (std::uint64_t bits = 0; bits < (std::uint64_t{1} << n); ++bits) {
-    held[0].clear();
-    held[1].clear();
-    std::int64_t load[2] = {0, 0};
-    std::int64_t moved = 0;
-    for (std::size_t p = 0; p < n; ++p) {
-      const std::int32_t r = static_cast<std::int32_t>((bits >> p) & 1U);
-      held[r].push_back(packs[p].cost);
-      load[r] += packs[p].cost;
-      moved += packs[p].source_rank == r ? 0 : packs[p].bytes;
-    }
-    if (held[0].size() != k || load[0] > limit || load[1] > limit || (best >= 0 && moved >= best)) {
-      continue;
-    }
-    bool within_caps = true;
-    for (auto& h : held) {
-      std::sort(h.begin(), h.end(), std::greater<>());
-      for (std::size_t i = 0; i < k; ++i) {
-        within_caps = within_caps && h[i] <= caps[i];
-      }
-    }
-    if (within_caps) {
-      best = moved;
-    }
-  }
-  return best;
-}
-
 // Two ranks of ga packs each, distinct costs (or costs from `values` values: ties), bytes
 // 1 .. 1,000.
 std::vector<pack_meta> two_rank_batch(prng& rng, std::int32_t ga, std::uint64_t values) {
@@ -136,7 +98,7 @@ TEST_CASE("two ranks: every answer keeps A and the limit, and a wide window give
     const std::int64_t half = (total + 1) / 2;
     const std::int64_t limit = half + static_cast<std::int64_t>(rng.below(4)) * (total - half) / 3;
     INFO("trial " << trial << " ga " << s.ga << " values " << values << " limit " << limit);
-    const std::int64_t fewest = fewest_within(packs, s, limit);
+    const std::int64_t fewest = test::fewest_moved(packs, s, limit);
     const bool found = two.run(packs, order, limit, topology{}, std::int64_t{1} << 62);
     CHECK(two.work() <= detail::two_ranks::work_bound(static_cast<std::int64_t>(packs.size())));
     if (!found) {
