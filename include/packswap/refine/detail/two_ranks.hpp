@@ -148,6 +148,12 @@ class two_ranks {
   // Whether run k ends at an odd position (and is not the last): a choice follows it.
   [[nodiscard]] bool chooses(std::size_t k) const noexcept { return runs_[k].end % 2 == 1; }
 
+  // Whether flipping the choice after run k moves rank 0's load down (`down`) or up: 1 -> 0
+  // lowers it by the cost gap after the run, 0 -> 1 raises it.
+  [[nodiscard]] bool flips_towards(std::size_t k, bool down) const noexcept {
+    return chooses(k) && (x_[k] != 0) == down;
+  }
+
   // Rank 0's packs of run k under the choices x_.
   [[nodiscard]] std::int32_t taken(std::size_t k) const noexcept {
     const auto& r = runs_[k];
@@ -310,7 +316,7 @@ class two_ranks {
     const bool down = load_ > hi_;
     heap_.clear();
     for (std::size_t k = 0; k < runs_.size(); ++k) {
-      if (chooses(k) && (x_[k] == 0) != down) {
+      if (flips_towards(k, down)) {
         heap_.push_back(flip_of(k));
       }
     }
@@ -401,7 +407,7 @@ class two_ranks {
     std::int32_t best = -1;
     std::int64_t best_bytes = 0;
     for (std::size_t k = 0; k < runs_.size(); ++k) {
-      if (!chooses(k) || (x_[k] == 0) == down) {
+      if (!flips_towards(k, down)) {
         continue;
       }
       const flip f = flip_of(k);
