@@ -1,6 +1,7 @@
-// The moved-bytes lower bound of the stress benchmark (tests/support/moved_bound.hpp) against
-// exhaustive search over every assignment of small batches.
+// The moved-bytes lower bounds of the stress benchmark (tests/support/moved_bound.hpp and
+// moved_flow.hpp) against exhaustive search over every assignment of small batches.
 #include <packswap/detail/prng.hpp>
+#include <packswap/solve.hpp>
 
 #include <doctest/doctest.h>
 
@@ -11,6 +12,7 @@
 
 #include "fewest_moved.hpp"
 #include "moved_bound.hpp"
+#include "moved_flow.hpp"
 #include "stress.hpp"
 
 using namespace packswap;
@@ -31,6 +33,14 @@ std::vector<pack_meta> small_batch(prng& rng, const shape& s, std::uint64_t valu
     }
   }
   return packs;
+}
+
+// Makes every cost of a small batch distinct, keeping their order (ties by index): each times 16
+// plus the pack's index.
+void make_distinct(std::vector<pack_meta>& packs) {
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    packs[p].cost = packs[p].cost * 16 + static_cast<std::int64_t>(p);
+  }
 }
 
 } // namespace
@@ -67,9 +77,7 @@ TEST_CASE("with two ranks the moved-bytes lower bound is exact, ties and all") {
     const bool distinct = trial % 2 == 0;
     auto packs = small_batch(rng, s, distinct ? 1000 : 2 + rng.below(4));
     if (distinct) {
-      for (std::size_t p = 0; p < packs.size(); ++p) {
-        packs[p].cost = packs[p].cost * 16 + static_cast<std::int64_t>(p);
-      }
+      make_distinct(packs);
     }
     INFO("ga ", s.ga, " trial ", trial);
     CHECK(test::moved_lower_bound(packs, s) == test::fewest_moved(packs, s));
@@ -93,12 +101,12 @@ TEST_CASE("with two ranks and a limit on the loads, the fewest moved bytes are e
     const shape s{2, 1 + static_cast<std::int32_t>(rng.below(5)), 1};
     const bool distinct = trial % 2 == 0;
     auto packs = small_batch(rng, s, distinct ? 1000 : 2 + rng.below(4));
+    if (distinct) {
+      make_distinct(packs);
+    }
     std::int64_t total = 0;
-    for (std::size_t p = 0; p < packs.size(); ++p) {
-      if (distinct) {
-        packs[p].cost = packs[p].cost * 16 + static_cast<std::int64_t>(p);
-      }
-      total += packs[p].cost;
+    for (const auto& m : packs) {
+      total += m.cost;
     }
     const std::int64_t unlimited = test::fewest_moved(packs, s);
     for (const std::int64_t limit : {(total + 1) / 2 - 1, (total + 1) / 2, (total + 1) / 2 + 3,
@@ -190,4 +198,68 @@ TEST_CASE("the limited two-rank table declines a batch larger than its allowance
   const auto within = test::moved_two_ranks_within(packs, 1000005, std::int64_t{1} << 24);
   REQUIRE(within.has_value());
   CHECK(*within == test::fewest_moved(packs, s, 1000005));
+}
+
+TEST_CASE("the flow's fewest moved bytes are exact at any dp, ties and all") {
+  // moved_fewest_exact against every assignment of small batches with few values (ties, zeros,
+  // levels with slack: blocks of several levels) and distinct costs (blocks of one level).
+  prng rng(34);
+  int above_bound = 0;
+  int checked = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const shape s{1 + static_cast<std::int32_t>(rng.below(4)),
+                  1 + static_cast<std::int32_t>(rng.below(4)), 1};
+    if (s.dp * s.ga > 9) {
+      continue;
+    }
+    const bool distinct = trial % 3 == 0;
+    auto packs = small_batch(rng, s, distinct ? 1000 : 2 + rng.below(5));
+    if (distinct) {
+      make_distinct(packs);
+    }
+    const std::int64_t fewest = test::fewest_moved(packs, s);
+    const auto exact = test::moved_fewest_exact(packs, s, std::int64_t{1} << 30);
+    INFO("dp ", s.dp, " ga ", s.ga, " trial ", trial);
+    REQUIRE(exact.has_value());
+    CHECK(*exact == fewest);
+    above_bound += *exact > test::moved_lower_bound(packs, s) ? 1 : 0;
+    ++checked;
+  }
+  CHECK(checked > 1000);
+  // Where the matroid bound's two families leave slack, the flow reads more.
+  CHECK(above_bound > 10);
+}
+
+TEST_CASE("on the stress set the flow's fewest bytes lie between the bound and the solver's") {
+  // At dp 2 the flow equals the walk along the runs (moved_two_ranks_exact); above it, it is at
+  // least the matroid bound and at most what the solver moves (its answer keeps A = LB_A).
+  for (const auto d : test::stress::all_dists) {
+    for (const shape s : {shape{2, 64, 1}, shape{3, 40, 1}, shape{8, 32, 1}, shape{64, 4, 1}}) {
+      const auto packs = test::stress::batch(s, d, 5);
+      const auto exact = test::moved_fewest_exact(packs, s, std::int64_t{1} << 30);
+      INFO(std::string(test::stress::name(d)), " dp ", s.dp, " ga ", s.ga);
+      REQUIRE(exact.has_value());
+      const std::int64_t bound = test::moved_lower_bound(packs, s);
+      if (s.dp == 2) {
+        CHECK(*exact == bound);
+      } else {
+        CHECK(*exact >= bound);
+      }
+      const auto sol = solve(packs, s, {});
+      REQUIRE(sol.balance.a == sol.balance.lb_a);
+      CHECK(*exact <= sol.movement.moved_bytes);
+    }
+  }
+}
+
+TEST_CASE("the flow declines a batch past its allowance of work") {
+  // Three costs for 64 packs: one block of levels with slack, whose flow weighs thousands of
+  // links; with an allowance of 100 units it answers none.
+  prng rng(35);
+  const shape s{4, 16, 1};
+  const auto packs = small_batch(rng, s, 3);
+  CHECK_FALSE(test::moved_fewest_exact(packs, s, 100).has_value());
+  const auto exact = test::moved_fewest_exact(packs, s, std::int64_t{1} << 30);
+  REQUIRE(exact.has_value());
+  CHECK(*exact >= test::moved_lower_bound(packs, s));
 }
