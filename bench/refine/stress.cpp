@@ -5,7 +5,7 @@
 //   packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024] [--small-dp 1,2,4,8]
 //       [--large 262144,1048576|none] [--mbs 2,4|none] [--shapes DPxGA[xMBS],...]
 //       [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3] [--first-seed 1] [--repeat 3]
-//       [--json FILE] [--kept] [--smoke]
+//       [--json FILE] [--kept] [--flow-work 33554432] [--smoke]
 //
 // Sections: (1) `--packs` packs as dp x ga for every ga of `--ga`, and dp x 1,024 for every dp
 // of `--small-dp`; (2) each pack count of `--large` at ga 16, 64 and 256 (ga 16 alone above
@@ -28,12 +28,13 @@
 // sorted chunks' maxima, ceil(total / dp)); B / B_KK at eps = 0 (B_KK: stage 1's
 // Karmarkar–Karp B; any B above (1 + eps) B_KK is flagged); moved bytes / Karmarkar–Karp's (the
 // kk-per-step baseline of side_by_side) at each eps; "LB mv", for mbs = 1, a lower bound on
-// moved bytes / Karmarkar–Karp's that every assignment with A = LB_A obeys (see
-// tests/support/moved_bound.hpp; at dp 2, where the solver moves more than the fewest of any,
-// the fewest of those within the limit on B, exactly, where its table has at most 2^30 entries);
-// and the batches whose search stopped at the work bound. `--smoke`
-// runs a tiny grid (the ctest smoke run); `--json FILE` also writes one record per batch (every
-// seed and eps) to FILE.
+// moved bytes / Karmarkar–Karp's that every assignment with A = LB_A obeys: the fewest of any,
+// exactly (tests/support/moved_flow.hpp), where its flow's work is at most `--flow-work` units
+// (2^25, about a second, unless given), else the bound of tests/support/moved_bound.hpp; at dp 2,
+// where the solver moves more than the fewest of any, the fewest of those within the limit on B,
+// exactly, where its table has at most 2^30 entries; and the batches whose search stopped at the
+// work bound. `--smoke` runs a tiny grid (the ctest smoke run); `--json FILE` also writes one
+// record per batch (every seed and eps) to FILE.
 #include "../../examples/common/cli.hpp"
 
 #include <packswap/solve.hpp>
@@ -41,6 +42,7 @@
 
 #include "baselines.hpp"
 #include "moved_bound.hpp"
+#include "moved_flow.hpp"
 #include "stress.hpp"
 #include "workloads.hpp"
 
@@ -63,6 +65,11 @@ const char* const presets[] = {"vlm-pretrain", "captioning", "high-res"};
 // The most entries the exact two-rank bound within the limit may fill for one batch
 // (moved_two_ranks_within): up to about a second; larger tables keep the bound without the limit.
 constexpr std::int64_t two_rank_table_cells = std::int64_t{1} << 30;
+
+// The most work the exact fewest moved bytes of any assignment (moved_fewest_exact) may take for
+// one batch, unless `--flow-work` says otherwise: up to about a second (about 20 ns a unit); past
+// it, the matroid bound stands.
+constexpr std::int64_t fewest_flow_work = std::int64_t{1} << 25;
 
 bool is_preset(const std::string& name) {
   return std::find(std::begin(presets), std::end(presets), name) != std::end(presets);
@@ -182,7 +189,7 @@ constexpr const char* usage =
     "usage: packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024]\n"
     "    [--small-dp 1,2,4,8] [--large 262144,1048576|none] [--mbs 2,4|none]\n"
     "    [--shapes DPxGA[xMBS],...] [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3]\n"
-    "    [--first-seed 1] [--repeat 3] [--json FILE] [--kept] [--smoke]\n";
+    "    [--first-seed 1] [--repeat 3] [--json FILE] [--kept] [--flow-work 33554432] [--smoke]\n";
 
 struct section {
   std::string name;
@@ -274,7 +281,7 @@ std::vector<section> sections_of(const packswap::cli::options& opt, bool smoke) 
 int run(int argc, char** argv) {
   const packswap::cli::options opt(argc, argv,
                                    {"packs", "ga", "small-dp", "large", "mbs", "shapes", "dists",
-                                    "eps", "seeds", "first-seed", "repeat", "json"},
+                                    "eps", "seeds", "first-seed", "repeat", "json", "flow-work"},
                                    {"smoke", "kept", "help"});
   if (opt.flag("help")) {
     std::cout << usage;
@@ -313,6 +320,7 @@ int run(int argc, char** argv) {
   packswap::solution sol;
   solve_timer timed_solve;
   timed_solve.kept = opt.flag("kept");
+  const auto flow_work = opt.integer("flow-work", fewest_flow_work, 0, INT64_MAX / 2);
   const auto reference = [&](int times) {
     for (int i = 0; i < times; ++i) {
       ref_ms.push_back(timed_solve(ref_batch, ref_shape, {}, sol));
@@ -332,7 +340,10 @@ int run(int argc, char** argv) {
           const auto kk = packswap::bench::karmarkar_karp_per_step(packs, s);
           const auto kk_bytes =
               static_cast<double>(packswap::measure_movement(packs, kk, s).moved_bytes);
-          const std::int64_t lb = s.mbs == 1 ? packswap::test::moved_lower_bound(packs, s) : -1;
+          std::int64_t lb = s.mbs == 1 ? packswap::test::moved_lower_bound(packs, s) : -1;
+          if (s.mbs == 1 && s.dp > 2) { // at dp 2 the bound is exact already
+            lb = packswap::test::moved_fewest_exact(packs, s, flow_work).value_or(lb);
+          }
           const auto old_lb = static_cast<double>(former_lb_a(packs, s));
           for (const double e : eps_list) {
             packswap::solve_options so;
