@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,12 +36,28 @@ std::vector<pack_meta> small_batch(prng& rng, const shape& s, std::uint64_t valu
   return packs;
 }
 
-// Makes every cost of a small batch distinct, keeping their order (ties by index): each times 16
-// plus the pack's index.
-void make_distinct(std::vector<pack_meta>& packs) {
+// A small batch with distinct costs (drawn from 1,000 values, then each times 16 plus the pack's
+// index, which keeps their order), or else with costs and bytes from 2 + below(few) values.
+std::vector<pack_meta> small_batch_of(prng& rng, const shape& s, bool distinct, std::uint64_t few) {
+  if (!distinct) {
+    return small_batch(rng, s, 2 + rng.below(few));
+  }
+  auto packs = small_batch(rng, s, 1000);
   for (std::size_t p = 0; p < packs.size(); ++p) {
     packs[p].cost = packs[p].cost * 16 + static_cast<std::int64_t>(p);
   }
+  return packs;
+}
+
+// dp from 1 to 4, then ga from 1 to `most_ga`; none above 9 packs, too many for the exhaustive
+// oracle.
+std::optional<shape> small_shape(prng& rng, std::uint64_t most_ga) {
+  const shape s{1 + static_cast<std::int32_t>(rng.below(4)),
+                1 + static_cast<std::int32_t>(rng.below(most_ga)), 1};
+  if (s.dp * s.ga > 9) {
+    return std::nullopt;
+  }
+  return s;
 }
 
 } // namespace
@@ -49,11 +66,11 @@ TEST_CASE("the moved-bytes lower bound never exceeds the fewest bytes any assign
   prng rng(31);
   int strictly_below = 0;
   for (int trial = 0; trial < 600; ++trial) {
-    const shape s{1 + static_cast<std::int32_t>(rng.below(4)),
-                  1 + static_cast<std::int32_t>(rng.below(3)), 1};
-    if (s.dp * s.ga > 9) {
+    const auto drawn = small_shape(rng, 3);
+    if (!drawn) {
       continue;
     }
+    const shape s = *drawn;
     const auto packs = small_batch(rng, s, 2 + rng.below(6));
     const std::int64_t bound = test::moved_lower_bound(packs, s);
     const std::int64_t fewest = test::fewest_moved(packs, s);
@@ -74,11 +91,7 @@ TEST_CASE("with two ranks the moved-bytes lower bound is exact, ties and all") {
   prng rng(32);
   for (int trial = 0; trial < 300; ++trial) {
     const shape s{2, 1 + static_cast<std::int32_t>(rng.below(5)), 1};
-    const bool distinct = trial % 2 == 0;
-    auto packs = small_batch(rng, s, distinct ? 1000 : 2 + rng.below(4));
-    if (distinct) {
-      make_distinct(packs);
-    }
+    const auto packs = small_batch_of(rng, s, trial % 2 == 0, 4);
     INFO("ga ", s.ga, " trial ", trial);
     CHECK(test::moved_lower_bound(packs, s) == test::fewest_moved(packs, s));
   }
@@ -99,11 +112,7 @@ TEST_CASE("with two ranks and a limit on the loads, the fewest moved bytes are e
   int none_fit = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const shape s{2, 1 + static_cast<std::int32_t>(rng.below(5)), 1};
-    const bool distinct = trial % 2 == 0;
-    auto packs = small_batch(rng, s, distinct ? 1000 : 2 + rng.below(4));
-    if (distinct) {
-      make_distinct(packs);
-    }
+    const auto packs = small_batch_of(rng, s, trial % 2 == 0, 4);
     std::int64_t total = 0;
     for (const auto& m : packs) {
       total += m.cost;
@@ -207,16 +216,12 @@ TEST_CASE("the flow's fewest moved bytes are exact at any dp, ties and all") {
   int above_bound = 0;
   int checked = 0;
   for (int trial = 0; trial < 2000; ++trial) {
-    const shape s{1 + static_cast<std::int32_t>(rng.below(4)),
-                  1 + static_cast<std::int32_t>(rng.below(4)), 1};
-    if (s.dp * s.ga > 9) {
+    const auto drawn = small_shape(rng, 4);
+    if (!drawn) {
       continue;
     }
-    const bool distinct = trial % 3 == 0;
-    auto packs = small_batch(rng, s, distinct ? 1000 : 2 + rng.below(5));
-    if (distinct) {
-      make_distinct(packs);
-    }
+    const shape s = *drawn;
+    const auto packs = small_batch_of(rng, s, trial % 3 == 0, 5);
     const std::int64_t fewest = test::fewest_moved(packs, s);
     const auto exact = test::moved_fewest_exact(packs, s, std::int64_t{1} << 30);
     INFO("dp ", s.dp, " ga ", s.ga, " trial ", trial);
