@@ -59,6 +59,19 @@ inline std::vector<std::int64_t> chunk_caps(const std::vector<pack_meta>& packs,
   return caps;
 }
 
+/// Each pack's level: the last j with caps[j] >= its cost (caps are non-increasing, and caps[0]
+/// bounds every cost).
+inline std::vector<std::size_t> pack_levels(const std::vector<pack_meta>& packs,
+                                            const std::vector<std::int64_t>& caps) {
+  std::vector<std::size_t> level(packs.size());
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    level[p] = static_cast<std::size_t>(
+        std::upper_bound(caps.begin(), caps.end(), packs[p].cost, std::greater<>()) - caps.begin() -
+        1);
+  }
+  return level;
+}
+
 namespace bound_detail {
 
 // A run of equal cost among the packs sorted by cost, descending: it ends at sorted position
@@ -270,16 +283,12 @@ inline std::int64_t moved_lower_bound(const std::vector<pack_meta>& packs, const
   const auto dp = static_cast<std::size_t>(s.dp);
   const auto k = static_cast<std::size_t>(s.ga);
   const auto caps = chunk_caps(packs, s);
-  std::vector<std::size_t> level(n);
+  const auto level = pack_levels(packs, caps);
   std::vector<std::int64_t> slack(k, 0); // dp (j + 1) - total_j
   std::int64_t total_bytes = 0;
   {
     std::vector<std::int64_t> per_level(k, 0);
     for (std::size_t p = 0; p < n; ++p) {
-      // The last j with caps[j] >= cost (caps are non-increasing).
-      level[p] = static_cast<std::size_t>(
-          std::upper_bound(caps.begin(), caps.end(), packs[p].cost, std::greater<>()) -
-          caps.begin() - 1);
       ++per_level[level[p]];
       total_bytes += packs[p].bytes;
     }

@@ -222,13 +222,9 @@ inline std::optional<std::int64_t> moved_fewest_exact(const std::vector<pack_met
   const auto dp = static_cast<std::size_t>(s.dp);
   const auto k = static_cast<std::size_t>(s.ga);
   const auto caps = chunk_caps(packs, s);
-  std::vector<std::size_t> level(n);
+  const auto level = pack_levels(packs, caps);
   std::vector<std::vector<std::size_t>> on_level(k);
   for (std::size_t p = 0; p < n; ++p) {
-    // The last j with caps[j] >= cost (caps are non-increasing).
-    level[p] = static_cast<std::size_t>(
-        std::upper_bound(caps.begin(), caps.end(), packs[p].cost, std::greater<>()) - caps.begin() -
-        1);
     on_level[level[p]].push_back(p);
   }
   std::int64_t moved = 0;
