@@ -31,7 +31,6 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -81,16 +80,16 @@ class unit_flow {
       return std::nullopt;
     }
     potential_[source] = top;
-    using entry = std::pair<std::int64_t, std::size_t>;
-    std::priority_queue<entry, std::vector<entry>, std::greater<>> heap;
     settled_.clear();
     dist_[source] = 0;
     touched_.assign(1, source);
-    heap.push({0, source});
+    heap_.clear();
+    push({0, source});
     bool found = false;
-    while (!heap.empty()) {
-      const auto [d, u] = heap.top();
-      heap.pop();
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      const auto [d, u] = heap_.back();
+      heap_.pop_back();
       if (d > dist_[u]) {
         continue;
       }
@@ -115,7 +114,7 @@ class unit_flow {
           }
           dist_[l.to] = nd;
           via_[l.to] = static_cast<std::int64_t>(id);
-          heap.push({nd, l.to});
+          push({nd, l.to});
         }
       }
     }
@@ -144,6 +143,13 @@ class unit_flow {
   }
 
  private:
+  using entry = std::pair<std::int64_t, std::size_t>; // distance, node
+
+  void push(const entry& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+
   struct link {
     std::size_t to = 0;
     std::int64_t capacity = 0;
@@ -153,6 +159,7 @@ class unit_flow {
   std::vector<std::vector<std::size_t>> out_;
   std::vector<std::int64_t> potential_, dist_, via_;
   std::vector<std::size_t> settled_, touched_;
+  std::vector<entry> heap_; // nearest first, its memory kept from one route to the next
 };
 
 // The fewest bytes the packs `block` move: their levels (`level`) run from a to e, the last
