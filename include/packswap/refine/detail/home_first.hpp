@@ -103,14 +103,7 @@ class home_first {
       if (round == 0 && !restored && over_limit()) {
         start_.save(st_, t);
       }
-      repaired = repair_.run(st_, t);
-      // Failed with a few ranks just above the limit (costs with no common step, at eps = 0):
-      // trimmed where one or two swaps with one partner clear each, and the search goes on to
-      // bring packs home, even after a repair that judged its pace hopeless.
-      if (!repaired && trim_.run(st_)) {
-        st_.gave_up = false; // the search ends here, within its allowance
-        repaired = true;
-      }
+      repaired = repair_and_trim(t);
       if (!repaired) {
         if (repair_.stuck_ranks().empty()) {
           return false; // out of swaps or work, or hopeless: give up
@@ -128,6 +121,28 @@ class home_first {
       }
     }
     if (!repaired) {
+      return false;
+    }
+    home_.run(st_, t);
+    return true;
+  }
+
+  /// From a successful run's answer, one round of a search beyond its local optimum: packs
+  /// brought home with every rank's load allowed up to `looser` (above the limit), then the
+  /// limit restored, the ranks above it repaired (and trimmed), and packs brought home again.
+  /// Where the limit leaves the loads almost no room (eps = 0), the bring-home under the
+  /// looser limit takes trades that no trade within the limit can, and the repair's swaps,
+  /// cheapest in moved bytes first, give back fewer bytes than they took: see `refine_sorted`.
+  /// False where the repair fails (the placement then breaks the limit: the caller keeps the
+  /// answer it had). The limit is the batch's again on return. O(n) plus the searches' work.
+  bool loosen_and_repair(const tuning& t, std::int64_t looser) {
+    const std::int64_t limit = st_.limit;
+    st_.limit = looser;
+    home_.run(st_, t);
+    st_.limit = limit;
+    st_.rebuild_places(); // the bring-home with many levels leaves them behind
+    repair_.start_attempt();
+    if (!repair_and_trim(t)) {
       return false;
     }
     home_.run(st_, t);
@@ -223,6 +238,20 @@ class home_first {
       s.crowded += st_.crowded_levels[r];
     }
     return s;
+  }
+
+  // The repair; where it fails with a few ranks just above the limit (costs with no common step,
+  // at eps = 0), they are trimmed where one or two swaps with one partner clear each, and the
+  // search goes on to bring packs home, even after a repair that judged its pace hopeless.
+  bool repair_and_trim(const tuning& t) {
+    if (repair_.run(st_, t)) {
+      return true;
+    }
+    if (trim_.run(st_)) {
+      st_.gave_up = false; // the search ends here, within its allowance
+      return true;
+    }
+    return false;
   }
 
   // Whether some rank's load is above the limit. O(dp).

@@ -55,9 +55,10 @@ class bring_home_phase {
     const bool by_level = st.k > scan_items_up_to;
     // By level, nothing here reads the places, and the bring-home is a run's last phase: after
     // it only the records' ranks are read (the cells, the moved bytes), and the next run or
-    // settle starts from reset(), which places every pack anew. So its swaps leave the places
-    // alone: one line fewer written on each rank (the places of a rank are read by the scans
-    // with few levels only).
+    // settle starts from reset(), which places every pack anew (or, after the bring-home of a
+    // round of home_first::loosen_and_repair, the repair from state::rebuild_places). So its swaps
+    // leave the places alone: one line fewer written on each rank (the places of a rank are read by
+    // the scans with few levels only).
     st.places_live = !by_level;
     // Dense, with few levels, and where the records outgrow the caches: the visits ahead fetch the
     // places of both ranks of their trades. Where most visits weigh no trade (after the search),

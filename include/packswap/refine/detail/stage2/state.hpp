@@ -340,6 +340,21 @@ struct state {
     places_live = true;
   }
 
+  // Every rank's places rebuilt from the packs' ranks, where swaps left them behind (the
+  // bring-home with many levels: `places_live` false), so that a repair can follow. O(n).
+  void rebuild_places() {
+    if (places_live) {
+      return;
+    }
+    used.assign(dp, 0);
+    for (std::size_t p = 0; p < n; ++p) {
+      const auto r = static_cast<std::size_t>(pk[p].rank);
+      pk[p].slot = static_cast<std::int32_t>(used[r]);
+      items[r * k + used[r]++] = item_of(p);
+    }
+    places_live = true;
+  }
+
   // Pack p's place record, from its pack record.
   item item_of(std::size_t p) const {
     return item{static_cast<std::int32_t>(p), pk[p].home, pk[p].level, 0, pk[p].cost, pk[p].bytes};
