@@ -251,21 +251,20 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
             keep_two(searched.weighted);
           }
         } else if (over_half && ppm < loosened_ppm && s.dp > 2 && n <= loosened_up_to) {
-          // Otherwise, where the answer moves more than half of stage 1's bytes under a limit
-          // with almost no room (eps = 0), the search goes on past its local optimum: rounds
-          // that bring packs home under a limit 0.1% looser, then repair back to the limit and
-          // bring home again (home_first::loosen_and_repair), each kept while it moves fewer
-          // weighted bytes than the best before it, at most `loosened_rounds` of them, with up to
-          // `loosened_work` times the work done before the first, within the search's bound
-          // (which is read for the first answer: the rounds end at their own allowance, or give
-          // up at their pace, with the best answer still standing). On the benchmark workloads at
-          // eps = 0
-          // (`high-res` at dp 64 and 256, 1,024 and 4,096 packs) every one of the 47 batches
-          // above half of Karmarkar-Karp's bytes it runs on moves fewer, and all but one within
-          // half, for 1.9-3.3 times their solve's time. Not with two ranks, whose exact answer
-          // (two_ranks) is weighed instead; and not from 16,384 packs, where on the stress set and
-          // the workloads it moved at most 0.002 of Karmarkar-Karp's bytes fewer, for up to 3.3 ms
-          // more. O(n) per round plus the searches' work, on those successes only.
+          // Otherwise, where the answer moves more than half of stage 1's bytes under a limit with
+          // almost no room (eps = 0), the search goes on past its local optimum: rounds that bring
+          // packs home under a limit 0.1% looser, then repair back to the limit and bring home
+          // again (home_first::loosen_and_repair), each kept while it moves fewer weighted bytes
+          // than the best before it, at most `loosened_rounds` of them, with up to `loosened_work`
+          // times the work done before the first, within the search's bound (which is read for the
+          // first answer: the rounds end at their own allowance, or give up at their pace, with the
+          // best answer still standing). On the benchmark workloads at eps = 0 (`high-res` at dp 64
+          // and 256, 1,024 and 4,096 packs) every one of the 47 batches above half of
+          // Karmarkar-Karp's bytes it runs on moves fewer, and all but one within half, for 1.9-3.3
+          // times their solve's time. Not with two ranks, whose exact answer (two_ranks) is weighed
+          // instead; and not from 16,384 packs, where on the stress set and the workloads it moved
+          // at most 0.002 of Karmarkar-Karp's bytes fewer, for up to 3.3 ms more. O(n) per round
+          // plus the searches' work, on those successes only.
           engine.cells(ws.searched, ws.used);
           std::int64_t best = searched.weighted;
           engine.limit_work(std::min(stage2_search_bound(n), engine.work() * (1 + loosened_work)));
