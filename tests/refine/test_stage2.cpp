@@ -931,6 +931,55 @@ TEST_CASE("at eps = 0 a search moving over half of stage 1's bytes goes on from 
   CHECK(fewer == tried);
 }
 
+TEST_CASE("with room, a search moving over its share of stage 1's bytes goes on one round") {
+  // At eps of 0.1% or more, a successful search that moves more than half of stage 1's bytes (two
+  // fifths from eps = 1%) goes on with one round under a limit 0.2% looser, its repair lighter
+  // (roomy_round_tuning). On these batches of 4,096 packs the round keeps A exact and every rank
+  // within the limit, moves fewer bytes than the search, and the solve's answer is the round's.
+  CHECK(detail::roomy_share(detail::eps_ppm(0.001)) == 500);
+  CHECK(detail::roomy_share(detail::eps_ppm(0.009)) == 500);
+  CHECK(detail::roomy_share(detail::eps_ppm(0.01)) == 400);
+  CHECK(detail::roomy_share(detail::eps_ppm(0.05)) == 400);
+  const detail::home_first::tuning wide;
+  const auto light = detail::roomy_round_tuning(wide);
+  CHECK(light.repair_picks < wide.repair_picks);
+  CHECK(light.roomy_partners < wide.roomy_partners);
+  CHECK(light.scan_limit < wide.scan_limit);
+  struct example {
+    test::stress::dist d;
+    double eps;
+    std::uint64_t seed;
+  };
+  const shape s{4, 1024, 1};
+  for (const auto& e : {example{test::stress::dist::lognormal, 0.001, 2},
+                        example{test::stress::dist::bimodal, 0.01, 1}}) {
+    INFO(test::stress::name(e.d) << " eps=" << e.eps << " seed=" << e.seed);
+    const auto packs = test::stress::batch(s, e.d, e.seed);
+    const auto in = stage2_input_for(packs, s, e.eps, false);
+    const std::int64_t stage1 =
+        measure_movement(packs, balance(test::costs_of(packs), s), s).moved_bytes;
+    auto engine = engine_for(packs, s, e.eps, false);
+    const std::int64_t bound = detail::stage2_search_bound(s.packs());
+    engine.limit_work(bound);
+    REQUIRE(engine.run(wide));
+    const std::int64_t searched = engine.weighted_moved();
+    const std::int64_t ppm = detail::eps_ppm(e.eps);
+    CHECK(1000 * searched > detail::roomy_share(ppm) * stage1);
+    engine.limit_work(std::min(bound, engine.work() * (1 + detail::loosened_work)));
+    REQUIRE(engine.loosen_and_repair(light, detail::relax(in.limit, detail::roomy_round_ppm)));
+    const auto m = balance_of(packs, s, engine);
+    CHECK(m.a == m.lb_a);
+    CHECK(m.b <= in.limit);
+    const std::int64_t round = engine.weighted_moved();
+    CHECK(round < searched);
+    solve_options opt;
+    opt.eps = e.eps;
+    const auto sol = solve(packs, s, opt);
+    check_keeps_stage1(packs, s, opt, sol);
+    CHECK(sol.movement.moved_bytes == round);
+  }
+}
+
 TEST_CASE("rounds from a looser limit with many levels keep A and the limit") {
   // With more than 64 levels the bring-home leaves the ranks' places behind (it reads the level
   // lists), and the repair back to the limit reads them: loosen_and_repair rebuilds them first.
