@@ -931,17 +931,46 @@ TEST_CASE("at eps = 0 a search moving over half of stage 1's bytes goes on from 
   CHECK(fewer == tried);
 }
 
+TEST_CASE("plan_rounds: which successful searches go on from a looser limit, and how") {
+  using detail::plan_rounds;
+  const std::int64_t eps0 = detail::eps_ppm(0.0);
+  const std::int64_t eps1 = detail::eps_ppm(0.01);
+  // eps = 0: above half of stage 1's bytes, more than two ranks, at most 8,192 packs.
+  const auto tight = plan_rounds(eps0, 4096, 64, 501, 1000);
+  CHECK(tight.rounds == detail::loosened_rounds);
+  CHECK(tight.looser_ppm == detail::loosened_ppm);
+  CHECK_FALSE(tight.light);
+  CHECK(plan_rounds(eps0, 4096, 64, 500, 1000).rounds == 0); // exactly half
+  CHECK(plan_rounds(eps0, 4096, 2, 900, 1000).rounds == 0);  // two ranks: two_ranks instead
+  CHECK(plan_rounds(eps0, 16384, 1024, 900, 1000).rounds == 0);
+  // eps = 1%: above two fifths, one light round, up to 16,384 packs.
+  const auto roomy = plan_rounds(eps1, 16384, 1024, 401, 1000);
+  CHECK(roomy.rounds == 1);
+  CHECK(roomy.light);
+  CHECK(roomy.looser_ppm == detail::roomy_round_ppm);
+  CHECK(plan_rounds(eps1, 16384, 1024, 400, 1000).rounds == 0);
+  CHECK(plan_rounds(eps1, 32768, 2048, 900, 1000).rounds == 0);
+  CHECK(plan_rounds(detail::eps_ppm(0.001), 4096, 4, 450, 1000).rounds == 0); // half below 1%
+  CHECK(plan_rounds(detail::eps_ppm(0.001), 4096, 4, 501, 1000).rounds == 1);
+  // Byte counts as large as stage 2 takes (stage2_fits: up to int64 max / 4): the shares are
+  // compared exactly, without overflow.
+  const std::int64_t huge = std::numeric_limits<std::int64_t>::max() / 4;
+  CHECK(plan_rounds(eps1, 4096, 4, huge / 5 * 2 + 1, huge).rounds == 1);
+  CHECK(plan_rounds(eps1, 4096, 4, huge / 5 * 2 - 1, huge).rounds == 0);
+  CHECK(plan_rounds(eps0, 4096, 4, huge / 2 + 1, huge).rounds == detail::loosened_rounds);
+}
+
 TEST_CASE("with room, a search moving over its share of stage 1's bytes goes on one round") {
   // At eps of 0.1% or more, a successful search that moves more than half of stage 1's bytes (two
   // fifths from eps = 1%) goes on with one round under a limit 0.2% looser, its repair lighter
-  // (roomy_round_tuning). On these batches of 4,096 packs the round keeps A exact and every rank
+  // (light_round_tuning). On these batches of 4,096 packs the round keeps A exact and every rank
   // within the limit, moves fewer bytes than the search, and the solve's answer is the round's.
-  CHECK(detail::roomy_share(detail::eps_ppm(0.001)) == 500);
-  CHECK(detail::roomy_share(detail::eps_ppm(0.009)) == 500);
-  CHECK(detail::roomy_share(detail::eps_ppm(0.01)) == 400);
-  CHECK(detail::roomy_share(detail::eps_ppm(0.05)) == 400);
+  CHECK(detail::rounds_share(detail::eps_ppm(0.001)) == 500);
+  CHECK(detail::rounds_share(detail::eps_ppm(0.009)) == 500);
+  CHECK(detail::rounds_share(detail::eps_ppm(0.01)) == 400);
+  CHECK(detail::rounds_share(detail::eps_ppm(0.05)) == 400);
   const detail::home_first::tuning wide;
-  const auto light = detail::roomy_round_tuning(wide);
+  const auto light = detail::light_round_tuning(wide);
   CHECK(light.repair_picks < wide.repair_picks);
   CHECK(light.roomy_partners < wide.roomy_partners);
   CHECK(light.scan_limit < wide.scan_limit);
@@ -964,7 +993,10 @@ TEST_CASE("with room, a search moving over its share of stage 1's bytes goes on 
     REQUIRE(engine.run(wide));
     const std::int64_t searched = engine.weighted_moved();
     const std::int64_t ppm = detail::eps_ppm(e.eps);
-    CHECK(1000 * searched > detail::roomy_share(ppm) * stage1);
+    const auto plan = detail::plan_rounds(ppm, s.packs(), s.dp, searched, stage1);
+    CHECK(plan.rounds == 1);
+    CHECK(plan.light);
+    CHECK(plan.looser_ppm == detail::roomy_round_ppm);
     engine.limit_work(std::min(bound, engine.work() * (1 + detail::loosened_work)));
     REQUIRE(engine.loosen_and_repair(light, detail::relax(in.limit, detail::roomy_round_ppm)));
     const auto m = balance_of(packs, s, engine);

@@ -2,6 +2,7 @@
 
 #include "packswap/balance/metrics.hpp"
 #include "packswap/batch.hpp"
+#include "packswap/detail/products.hpp"
 #include "packswap/refine/detail/cell_swaps.hpp"
 #include "packswap/refine/detail/home_first.hpp"
 #include "packswap/refine/detail/two_ranks.hpp"
@@ -89,34 +90,54 @@ inline constexpr std::int64_t fallback_work_constant = std::int64_t{1} << 16;
 // A successful search that moves a pack holding more than 1 / heavy_share of the batch's bytes
 // is weighed against the fallback (see refine_sorted).
 inline constexpr std::int64_t heavy_share = 64;
-// A successful search of at most loosened_up_to packs that moves more than half of stage 1's
-// bytes, under a limit with less room than loosened_ppm (in parts per million), goes on with up
-// to loosened_rounds rounds under a limit that much looser, repaired back to the limit, within
-// loosened_work times the work done before them (see refine_sorted).
+// How a successful search goes on from a looser limit (see refine_sorted): `rounds` rounds of
+// home_first::loosen_and_repair under a limit `looser_ppm` (parts per million) above the batch's,
+// each repair with the search's tuning or, where `light`, with light_round_tuning's. No rounds:
+// the search's answer stands.
+struct rounds_plan {
+  std::int32_t rounds = 0;
+  std::int64_t looser_ppm = 0;
+  bool light = false;
+};
+
+// Where the answer moves more than rounds_share(eps) of stage 1's bytes, with more than two
+// ranks: under a limit with less room than loosened_ppm (eps = 0), up to loosened_rounds rounds
+// at loosened_ppm looser, up to loosened_up_to packs; with more room, one light round at
+// roomy_round_ppm looser, up to roomy_round_up_to packs; either within (1 + loosened_work) times
+// the work done before them.
 inline constexpr std::int64_t loosened_ppm = 1000;
 inline constexpr std::int32_t loosened_rounds = 8;
 inline constexpr std::int64_t loosened_work = 3;
 inline constexpr std::int64_t loosened_up_to = 8192;
-// With more room (eps of at least loosened_ppm), a successful search of at most
-// roomy_round_up_to packs that moves more than roomy_share_permille of stage 1's bytes (where eps
-// is 1% or more; half below) goes on with one round under a limit roomy_round_ppm looser, with a
-// lighter repair (roomy_round_tuning), within the same allowance (see refine_sorted).
 inline constexpr std::int64_t roomy_round_ppm = 2000;
-inline constexpr std::int64_t roomy_share_ppm = 10000;
-inline constexpr std::int64_t roomy_share_permille = 400;
 inline constexpr std::int64_t roomy_round_up_to = 16384;
+inline constexpr std::int64_t roomy_share_ppm = 10000;
 
-// The share of stage 1's bytes, in per mille, above which a search's answer at eps of
-// loosened_ppm or more goes on with the roomy round: two fifths from eps = 1%, half below it.
-inline std::int64_t roomy_share(std::int64_t ppm) {
-  return ppm >= roomy_share_ppm ? roomy_share_permille : 500;
+// The share of stage 1's bytes, in per mille, above which a successful search's answer goes on
+// from a looser limit: two fifths from eps = 1% (roomy_share_ppm), half below it.
+inline std::int64_t rounds_share(std::int64_t ppm) {
+  return ppm >= roomy_share_ppm ? 400 : 500;
 }
 
-// The roomy round's repair: half the picks, partners and scan of the search's, which takes the
+// Whether and how a successful search on `dp` ranks and `n` packs, at eps `ppm`, whose answer
+// moves `moved` weighted bytes against stage 1's `stage1_bytes`, goes on (see refine_sorted).
+// Exact for any byte counts (the share is compared as a 128-bit product). O(1).
+inline rounds_plan plan_rounds(std::int64_t ppm, std::int64_t n, std::size_t dp, std::int64_t moved,
+                               std::int64_t stage1_bytes) {
+  if (dp <= 2 || compare_products(moved, 1000, stage1_bytes, rounds_share(ppm)) <= 0) {
+    return {};
+  }
+  if (ppm < loosened_ppm) {
+    return n <= loosened_up_to ? rounds_plan{loosened_rounds, loosened_ppm, false} : rounds_plan{};
+  }
+  return n <= roomy_round_up_to ? rounds_plan{1, roomy_round_ppm, true} : rounds_plan{};
+}
+
+// The light rounds' repair: half the picks, partners and scan of the search's, which takes the
 // round's work to about 0.6 of what the search's tuning does (`bimodal` 1,024 x 16 at eps = 0.01,
 // seed 2: 0.13 million units instead of 0.22 million, moving 0.395 of Karmarkar-Karp's bytes
 // instead of 0.393).
-inline home_first::tuning roomy_round_tuning(home_first::tuning t) {
+inline home_first::tuning light_round_tuning(home_first::tuning t) {
   t.repair_picks /= 2;
   t.roomy_partners /= 2;
   t.scan_limit /= 2;
@@ -275,10 +296,9 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
             a.swap(ws.searched);
             keep_two(searched.weighted);
           }
-        } else if (s.dp > 2 && (ppm < loosened_ppm
-                                    ? over_half && n <= loosened_up_to
-                                    : 1000 * searched.weighted > roomy_share(ppm) * stage1_bytes &&
-                                          n <= roomy_round_up_to)) {
+        } else if (const rounds_plan go_on =
+                       plan_rounds(ppm, n, s.dp, searched.weighted, stage1_bytes);
+                   go_on.rounds > 0) {
           // Otherwise, where the answer moves more than half of stage 1's bytes under a limit with
           // almost no room (eps = 0), the search goes on past its local optimum: rounds that bring
           // packs home under a limit 0.1% looser, then repair back to the limit and bring home
@@ -291,12 +311,14 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
           // Karmarkar-Karp's bytes it runs on moves fewer, and all but one within half, for 1.9-3.3
           // times their solve's time. Not with two ranks, whose exact answer (two_ranks) is weighed
           // instead; and not from 16,384 packs, where on the stress set and the workloads it moved
-          // at most 0.002 of Karmarkar-Karp's bytes fewer, for up to 3.3 ms more. O(n) per round
-          // plus the searches' work, on those successes only.
+          // at most 0.002 of Karmarkar-Karp's bytes fewer, for up to 3.3 ms more (one light round
+          // 0.03% looser brings the workloads' two batches there within half, `high-res` 1,024 x
+          // 16 seeds 18 and 35, but takes the first from 11 ms to 14.5). O(n) per round plus the
+          // searches' work, on those successes only.
           //
           // With more room (eps of 0.1% or more), where the answer moves more than half of stage
           // 1's bytes (two fifths from eps = 1%), one round under a limit 0.2% looser, with a
-          // repair that weighs fewer candidates per step (roomy_round_tuning): there the first
+          // repair that weighs fewer candidates per step (light_round_tuning): there the first
           // round's repair meets a few hundred ranks above the limit, each step weighing about 700
           // units with the search's tuning, and the rounds after it move little more. On the
           // stress set at eps = 0.01 (seeds 1-10) it brings two of the three batches above two
@@ -304,15 +326,13 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
           // 2 and 10: 0.410 and 0.408 to 0.395 and 0.398) for 1.3 times their solve's time; the
           // third, `heavy_rank` 256 x 64 seed 7, from 0.404 to 0.4006 (its bound: 0.392). Not from
           // 32,768 packs, whose time targets it was not measured against.
-          const bool tight = ppm < loosened_ppm;
-          const home_first::tuning round_tuning = tight ? t : roomy_round_tuning(t);
-          const std::int32_t rounds = tight ? loosened_rounds : 1;
-          const std::int64_t looser = relax(limit, tight ? loosened_ppm : roomy_round_ppm);
+          const home_first::tuning round_tuning = go_on.light ? light_round_tuning(t) : t;
+          const std::int64_t looser = relax(limit, go_on.looser_ppm);
           engine.cells(ws.searched, ws.used);
           std::int64_t best = searched.weighted;
           engine.limit_work(std::min(stage2_search_bound(n), engine.work() * (1 + loosened_work)));
           for (std::int32_t round = 0;
-               round < rounds && engine.loosen_and_repair(round_tuning, looser); ++round) {
+               round < go_on.rounds && engine.loosen_and_repair(round_tuning, looser); ++round) {
             const std::int64_t moved = engine.weighted_moved();
             if (moved >= best) {
               break;
