@@ -1,6 +1,7 @@
 """What each rank runs in the multi-process tests of packswap.torch (see distributed.py).
 Each function runs on every rank and returns plain data for the test to check."""
 
+import gc
 import os
 import time
 
@@ -54,6 +55,31 @@ def check_same(got, want):
 
 def threads():
     return len(os.listdir("/proc/self/task"))
+
+
+def thread_names():
+    names = []
+    for task in sorted(os.listdir("/proc/self/task")):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # ended meanwhile
+            pass
+    return names
+
+
+def threads_settled(baseline, within=5.0):
+    """The thread count once it is back at `baseline`, or after `within` seconds. A Gloo process
+    group's threads end with the last reference to the group, which a reference cycle (through a
+    caught exception's traceback) can hold until the garbage collector runs: it is run between
+    reads. A thread still running after that is left running, and counted."""
+    end = time.monotonic() + within
+    while True:
+        n = threads()
+        if n <= baseline or time.monotonic() > end:
+            return n
+        gc.collect()
+        time.sleep(0.05)
 
 
 def rss_bytes():
@@ -346,7 +372,8 @@ def faults(rank, world, timeout):
                 time.sleep(timeout + 2)  # alive, but silent
             rb.close()
         seen[name] = dict(result=result, worker_closed=rb._worker.closed,
-                          threads_after=threads(), baseline=baseline)
+                          threads_after=threads_settled(baseline), baseline=baseline,
+                          thread_names=thread_names())
     return seen
 
 
