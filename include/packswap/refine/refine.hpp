@@ -283,9 +283,8 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
         // `sparse_giants`, one pack in 1,000 costing 1,000 s: at 262,144 packs the search moves
         // 0.76-0.99 of Karmarkar-Karp's bytes, the fallback 0.001-0.11; no batch of the stress
         // set is weighed so). O(n + dp log dp) more to tell, on those successes only.
-        const bool over_half = 2 * searched.weighted > stage1_bytes;
         if (searched.largest_away > stage1.all / heavy_share ||
-            (over_half &&
+            (2 * searched.weighted > stage1_bytes &&
              renamed_moves_less(packs, s, a, opt.topology, ws.matching, searched.weighted))) {
           engine.cells(ws.searched, ws.used);
           fallback();

@@ -348,11 +348,16 @@ struct state {
     }
     used.assign(dp, 0);
     for (std::size_t p = 0; p < n; ++p) {
-      const auto r = static_cast<std::size_t>(pk[p].rank);
-      pk[p].slot = static_cast<std::int32_t>(used[r]);
-      items[r * k + used[r]++] = item_of(p);
+      append_place(p, static_cast<std::size_t>(pk[p].rank));
     }
     places_live = true;
+  }
+
+  // Pack p's place record appended to rank r's places, its slot set; nothing else of r changes.
+  void append_place(std::size_t p, std::size_t r) {
+    pk[p].slot = static_cast<std::int32_t>(used[r]);
+    items[r * k + used[r]] = item_of(p);
+    ++used[r];
   }
 
   // Pack p's place record, from its pack record.
@@ -362,9 +367,7 @@ struct state {
 
   void place(std::size_t p, std::size_t r) {
     pk[p].rank = static_cast<std::int32_t>(r);
-    pk[p].slot = static_cast<std::int32_t>(used[r]);
-    items[r * k + used[r]] = item_of(p);
-    ++used[r];
+    append_place(p, r);
     load[r] += pk[p].cost;
     ++cnt[r * k + static_cast<std::size_t>(pk[p].level)];
     full_stale[r] = 1;
