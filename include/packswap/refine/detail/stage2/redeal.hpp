@@ -25,9 +25,9 @@ namespace packswap::detail::stage2 {
 /// round O(dp) plus O(k) per far rank (O(k log k) for a rank above the limit in a large batch,
 /// see unlock_to_cover(); O(k) where one pin covers it) and a merge of the unlocked list (O(k) to
 /// shift the levels' stretches, plus the unlocked packs and the fresh ones sorted). At most
-/// redeal_sweeps (2 unlock_rounds + 1) sweeps per run (past unlock_rounds + 1 only in large
-/// batches, while a crowd of ranks just above the limit shrinks or its summed excess falls by an
-/// eighth, see redeal_rounds()).
+/// redeal_sweeps (2 unlock_rounds + 1) sweeps per run (past unlock_rounds + 1 only while a crowd
+/// of ranks just above the limit shrinks or its summed excess falls by an eighth, and in batches
+/// under 65,536 packs only while it is above the limit by a hair, see redeal_rounds()).
 class redeal_phase {
  public:
   // (2a) Re-deal sweeps; then ranks still far from the limit unlock one pinned home pack each and
@@ -58,7 +58,7 @@ class redeal_phase {
     std::int64_t excess_before = std::numeric_limits<std::int64_t>::max();
     bool crowd_last = false;
     const bool large = st.n >= more_crowds_from; // see below
-    const std::int32_t last_round = large ? 2 * t.unlock_rounds : t.unlock_rounds;
+    const std::int32_t last_round = 2 * t.unlock_rounds;
     const std::size_t crowd_size =
         std::max(st.dp / 8, static_cast<std::size_t>(std::max(0, t.crowd_min)));
     for (std::int32_t round = 0;; ++round) {
@@ -137,11 +137,39 @@ class redeal_phase {
       // repair's work costs milliseconds at most, the rounds moved more bytes on the benchmark
       // workloads (`high-res` 256 x 16 at eps 0 over 100 seeds: mean 0.479 of Karmarkar-Karp's
       // bytes against 0.475, 14 more batches above 0.5).
+      //
+      // The first round, too, counts a crowd as far where it finds no far rank and the crowd is
+      // above the limit by a hair (its mean excess at most 1/`first_hair` of the limit), in
+      // batches under `more_crowds_from` packs: a first round without far ranks would otherwise
+      // unlock nothing and end the re-deal, and the repair would fix the crowd one step each
+      // (`captioning` 1,024 x 16 at eps 0, seed 1: 432 ranks above the limit by 0.02% of it on
+      // average, 0.37 million units of work; counted as far, 0.02 million). With 1/256 it also
+      // ran on `bimodal` and `vlm-pretrain` 4,096 x 4, moving up to 0.027 of Karmarkar-Karp's
+      // bytes fewer, but on two `bimodal` 1,024 x 16 batches 0.018 more, one past half; with no
+      // such test, `bimodal` searches that give up took up to 2.8 times their work first; in
+      // larger batches, `bimodal` 1,024 x 256 at eps 0 (262,144 packs), whose time misses its
+      // target, up to 1.23 times.
+      //
+      // And in those smaller batches the crowd rounds go on past t.unlock_rounds, as in large
+      // ones, only while the crowd is above the limit by a finer hair (1/`later_hair` of it on
+      // average): `vlm-pretrain` 1,024 x 16 at eps 0, seed 48, leaves 875 ranks above the limit
+      // by 0.0045% of it after the last round, which the repair took 0.72 million units to fix,
+      // and none after one more (0.04 million). On crowds above it by 0.02% or more (mostly
+      // `high-res`, the heaviest images) the extra pins cost bytes: going on while the crowd is
+      // above it by 1/first_hair, 11 of the benchmark workloads' batches at eps 0 went past half
+      // of Karmarkar-Karp's bytes (`high-res` 1,024 x 16 seed 13: 0.542 instead of 0.498).
+      const bool first =
+          !large && round == 0 && far.empty() &&
+          compare_products(excess_sum, first_hair, static_cast<std::int64_t>(over), st.limit) <= 0;
+      const bool later =
+          large || round < t.unlock_rounds ||
+          compare_products(excess_sum, later_hair, static_cast<std::int64_t>(over), st.limit) <= 0;
       const bool crowd_falls =
           over < crowd_before ||
           (round >= t.unlock_rounds && excess_sum <= excess_before - excess_before / 8);
-      const bool crowd_now = (round + 1 >= t.unlock_rounds || (round > 0 && far.empty())) &&
-                             over >= crowd_size && crowd_falls;
+      const bool crowd_now =
+          (round + 1 >= t.unlock_rounds || (round > 0 && far.empty()) || first) &&
+          over >= crowd_size && crowd_falls && later;
       if (round >= t.unlock_rounds && !crowd_now) {
         break;
       }
@@ -411,6 +439,8 @@ class redeal_phase {
   }
 
   static constexpr std::size_t more_crowds_from = 65536; // packs; see redeal_rounds()
+  static constexpr std::int64_t first_hair = 1024;       // see redeal_rounds()
+  static constexpr std::int64_t later_hair = 8192;       // see redeal_rounds()
   static constexpr std::size_t selected_first = 8;       // see unlock_to_cover()
 
   std::vector<std::int32_t> unlocked_; // see collect_unlocked()

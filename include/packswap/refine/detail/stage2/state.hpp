@@ -38,8 +38,8 @@ struct tuning {
   /// repair_phase::pick): those that can shed its excess, and those that can shed the most.
   std::int32_t repair_picks = 16;
   /// Rounds in which ranks stuck far below the limit unlock one home pack each (and up to as
-  /// many more in large batches while a crowd of ranks just above it shrinks, see
-  /// redeal_phase).
+  /// many more while a crowd of ranks just above it shrinks, in batches under 65,536 packs only
+  /// while it is above the limit by a hair, see redeal_phase).
   std::int32_t unlock_rounds = 4;
   /// The fewest ranks just above the limit that unlock one home pack each, as a crowd, beside an
   /// eighth of all ranks (see redeal_phase::redeal_rounds); above dp, never.
