@@ -786,8 +786,8 @@ TEST_CASE("a first re-deal round with no far rank unlocks a crowd just above the
   const std::pair<shape, std::uint64_t> batches[] = {
       {{256, 16, 1}, 16}, {{1024, 16, 1}, 1}, {{1024, 16, 1}, 4}};
 #endif
-  for (const auto& [s, seed] : batches) {
-    check_crowd_unlocked("captioning", s, seed);
+  for (const auto& batch : batches) {
+    check_crowd_unlocked("captioning", batch.first, batch.second);
   }
 }
 
@@ -802,7 +802,9 @@ TEST_CASE("smaller batches' crowd rounds go on while the crowd is above the limi
 #else
   const std::pair<shape, std::uint64_t> batches[] = {{{256, 16, 1}, 12}, {{1024, 16, 1}, 48}};
 #endif
-  for (const auto& [s, seed] : batches) {
+  for (const auto& batch : batches) {
+    const shape& s = batch.first; // not a structured binding: INFO captures it
+    const std::uint64_t seed = batch.second;
     const auto packs = preset_batch("vlm-pretrain", s, seed);
     INFO("dp=" << s.dp << " ga=" << s.ga << " seed=" << seed);
     CHECK(over_after_redeal(packs, s, {}) == 0);
