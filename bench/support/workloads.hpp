@@ -4,11 +4,9 @@
 // priced by the default cost and payload models) and the synthetic stress mixes of the tests.
 
 #include <packswap/cost/pack_meta.hpp>
-#include <packswap/packing/greedy_packer.hpp>
-#include <packswap/packing/packer.hpp>
-#include <packswap/packing/workload.hpp>
 
 #include "batches.hpp" // tests/support: synthetic mixes
+#include "presets.hpp" // tests/support: workload batches
 
 #include <cstdint>
 #include <string>
@@ -16,22 +14,9 @@
 
 namespace packswap::bench {
 
-/// The first global batch of shape `s` cut from workload preset `preset`, packed 1D into 8,192-
-/// token packs (buffer 1,000); rank r loaded packs [r * K, (r + 1) * K), as with contiguous
-/// shards. Enough samples are generated to fill the batch.
-inline std::vector<pack_meta> preset_batch(const std::string& preset, const shape& s,
-                                           std::uint64_t seed) {
-  const auto w = workload_preset(preset);
-  std::int64_t samples = s.packs() * 4 + 1000;
-  for (;;) {
-    const auto set = generate(w, samples, seed);
-    const auto packs = pack_samples(set, greedy_packer{});
-    if (static_cast<std::int64_t>(packs.size()) >= s.packs()) {
-      return make_pack_meta(set, packs, 0, s);
-    }
-    samples *= 2;
-  }
-}
+/// The first global batch of shape `s` cut from workload preset `preset`
+/// (tests/support/presets.hpp, shared with the tests).
+using test::preset_batch;
 
 /// A named batch: a workload preset name, or `synthetic:<mix>` for one of the test mixes.
 inline std::vector<pack_meta> named_batch(const std::string& name, const shape& s,

@@ -3,9 +3,6 @@
 #include <packswap/cost/pack_meta.hpp>
 #include <packswap/detail/prng.hpp>
 #include <packswap/detail/sort.hpp>
-#include <packswap/packing/greedy_packer.hpp>
-#include <packswap/packing/packer.hpp>
-#include <packswap/packing/workload.hpp>
 #include <packswap/refine/detail/home_first.hpp>
 #include <packswap/refine/detail/stage2/fill.hpp>
 #include <packswap/refine/detail/stage2/pin.hpp>
@@ -18,6 +15,7 @@
 
 #include "batches.hpp"
 #include "moved_bound.hpp"
+#include "presets.hpp"
 #include "stress.hpp"
 
 #include <algorithm>
@@ -165,18 +163,7 @@ std::int64_t settled(const settle_start& a, const shape& s, std::int64_t limit,
   return engine.weighted_moved();
 }
 
-// The first global batch of workload preset `preset` (its samples packed into 8,192-token packs),
-// as the benchmarks cut it: 4 samples a pack and 1,000 more, twice as many until they fill the
-// batch (captioning's short samples need more).
-std::vector<pack_meta> preset_batch(const char* preset, const shape& s, std::uint64_t seed) {
-  for (std::int64_t samples = s.packs() * 4 + 1000;; samples *= 2) {
-    const auto set = generate(workload_preset(preset), samples, seed);
-    const auto packs = pack_samples(set, greedy_packer{});
-    if (static_cast<std::int64_t>(packs.size()) >= s.packs()) {
-      return make_pack_meta(set, packs, 0, s);
-    }
-  }
-}
+using test::preset_batch; // as the benchmarks cut it
 
 // A and B of the engine's current placement of `packs`.
 balance_metrics balance_of(const std::vector<pack_meta>& packs, const shape& s,
