@@ -1,6 +1,8 @@
 // The moved-bytes lower bounds of the stress benchmark (tests/support/moved_bound.hpp and
-// moved_flow.hpp) against exhaustive search over every assignment of small batches.
+// moved_flow.hpp) and the solver's own (stage2::moved_floor, which its search's review reads)
+// against exhaustive search over every assignment of small batches.
 #include <packswap/detail/prng.hpp>
+#include <packswap/refine/detail/stage2/floor.hpp>
 #include <packswap/solve.hpp>
 
 #include <doctest/doctest.h>
@@ -60,11 +62,24 @@ std::optional<shape> small_shape(prng& rng, std::uint64_t most_ga) {
   return s;
 }
 
+// The solver's floor on the bytes any answer moves (stage2::moved_floor), with the caps of
+// A = LB_A (the sorted chunks' maxima, which stage 1's micro-step maxima are).
+std::int64_t solver_floor(const std::vector<pack_meta>& packs, const shape& s) {
+  std::vector<std::int64_t> costs(packs.size());
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    costs[p] = packs[p].cost;
+  }
+  detail::stage2::state st;
+  st.prepare(packs, s, topology{}, test::chunk_caps(packs, s), 0, detail::order_desc(costs));
+  return detail::stage2::moved_floor{}.run(st);
+}
+
 } // namespace
 
 TEST_CASE("the moved-bytes lower bound never exceeds the fewest bytes any assignment moves") {
   prng rng(31);
   int strictly_below = 0;
+  int floor_exact = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const auto drawn = small_shape(rng, 3);
     if (!drawn) {
@@ -74,14 +89,45 @@ TEST_CASE("the moved-bytes lower bound never exceeds the fewest bytes any assign
     const auto packs = small_batch(rng, s, 2 + rng.below(6));
     const std::int64_t bound = test::moved_lower_bound(packs, s);
     const std::int64_t fewest = test::fewest_moved(packs, s);
+    const std::int64_t floor = solver_floor(packs, s);
     INFO("dp ", s.dp, " ga ", s.ga, " trial ", trial);
     REQUIRE(fewest >= 0);
     CHECK(bound >= 0);
     CHECK(bound <= fewest);
+    CHECK(floor >= 0);
+    CHECK(floor <= bound);
     strictly_below += bound < fewest ? 1 : 0;
+    floor_exact += floor == fewest && fewest > 0 ? 1 : 0;
   }
+  // The solver's floor (stage2::moved_floor) is tight on many of them.
+  CHECK(floor_exact > 50);
   // Ties leave slack the bound spends rank by rank: it is not exact in general.
   CHECK(strictly_below > 0);
+}
+
+TEST_CASE("the solver's moved floor never exceeds the benchmark's bound") {
+  // Its one family (per level, one pack per home rank plus the level's spare slots) is one of
+  // the bound's two, with the spare slots' packs bounded by the largest of them: never above the
+  // bound, which the test above checks against every assignment of small batches, the floor
+  // with it.
+  // Two ranks, two packs each: rank 0 holds the two dear packs (bytes 5 and 7), rank 1 the two
+  // cheap ones (3 and 4). Each rank must end with one dear and one cheap pack, so each keeps one
+  // of its own at most: the larger, and 5 + 3 bytes move.
+  const std::vector<pack_meta> two = {{10, 5, 0}, {9, 7, 0}, {2, 3, 1}, {1, 4, 1}};
+  CHECK(solver_floor(two, shape{2, 2, 1}) == 8);
+  CHECK(test::fewest_moved(two, shape{2, 2, 1}) == 8);
+  // The stress set's and the probes' batches: never above the benchmark's bound.
+  const auto check_dists = [](const auto& dists) {
+    for (const auto d : dists) {
+      for (const shape s : {shape{64, 16, 1}, shape{16, 64, 1}, shape{256, 4, 1}}) {
+        const auto packs = test::stress::batch(s, d, 1);
+        INFO(test::stress::name(d), " dp ", s.dp, " ga ", s.ga);
+        CHECK(solver_floor(packs, s) <= test::moved_lower_bound(packs, s));
+      }
+    }
+  };
+  check_dists(test::stress::all_dists);
+  check_dists(test::stress::probe_dists);
 }
 
 TEST_CASE("with two ranks the moved-bytes lower bound is exact, ties and all") {
