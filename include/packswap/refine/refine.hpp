@@ -87,6 +87,13 @@ inline constexpr std::int64_t stage2_work_constant = std::int64_t{1} << 19;
 // Work the fallback's bring-home may do, on top.
 inline constexpr std::int64_t fallback_work_per_pack = 8;
 inline constexpr std::int64_t fallback_work_constant = std::int64_t{1} << 16;
+// The search's review (see refine_sorted): once its work reaches review_work_per_pack per pack
+// plus review_work_constant, it ends, and stage 1 renamed is the answer, where that moves at most
+// (review_slack_den + 1) / review_slack_den of a floor on the bytes any answer moves
+// (stage2::moved_floor) and the floor is at least half of stage 1's bytes.
+inline constexpr std::int64_t review_work_per_pack = 8;
+inline constexpr std::int64_t review_work_constant = std::int64_t{1} << 17;
+inline constexpr std::int64_t review_slack_den = 32;
 // A successful search that moves a pack holding more than 1 / heavy_share of the batch's bytes
 // is weighed against the fallback (see refine_sorted).
 inline constexpr std::int64_t heavy_share = 64;
@@ -251,11 +258,36 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   home_first::tuning narrow_chained = wide_chained;
   narrow_chained.band_low_permille = 350;
   narrow_chained.band_high_permille = 650;
+  // The review: a search still running after review_work_per_pack units of work per pack (plus
+  // a constant) is abandoned where stage 1 renamed, which the fallback starts from, already
+  // moves at most 1/review_slack_den more weighted bytes than stage2::moved_floor, the fewest
+  // any answer could move: the search could save little, and such searches are the long ones.
+  // The answer is then stage 1 renamed, without the fallback's bring-home. Only where that floor
+  // is at least half of stage 1's bytes (loads that follow the home ranks, as costs graded
+  // across the ranks give, shards sorted by length: at 16,384 packs such a search ran 0.9 M
+  // units, 16 ms); elsewhere the renaming's matching (0.1-0.5 ms at 16,384 packs, 4-6 ms at
+  // 262,144) would cost every long search, most of which it would not end. O(n) for the floor,
+  // once per search that runs so long, and O(n + dp log dp) for the renaming past that test,
+  // whose names the fallback then reuses.
+  bool renamed_known = false;
+  const auto review = [&] {
+    const std::int64_t floor = engine.moved_floor();
+    if (compare_products(floor, 2, stage1_bytes, 1) < 0) {
+      return false; // see above
+    }
+    const auto renamed = renamed_bytes(packs, a, opt.topology,
+                                       ws.matching.run(packs, a, static_cast<std::size_t>(s.dp)));
+    renamed_known = true;
+    return compare_products(opt.topology.weighted(renamed.intra, renamed.inter), review_slack_den,
+                            floor, review_slack_den + 1) <= 0;
+  };
   // The fallback below: stage 1 with its ranks renamed to keep the most bytes home, which keeps
   // its balance exactly, then brought home by trades that keep it (within a work allowance of
   // its own), into `a`, which holds stage 1.
   const auto fallback = [&] {
-    a = relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
+    engine.end_review();
+    a = renamed_known ? rename_valid(packs, std::move(a), opt.topology, ws.matching.names())
+                      : relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
     engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
     engine.settle(a, 2);
   };
@@ -265,8 +297,10 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
       ws.two.write(order, a);
     }
   };
+  engine.review_at(review_work_per_pack * n + review_work_constant, stage2::review_hook(review));
   for (const auto& t : {wide, wide_chained, narrow_chained}) {
     if (engine.run(t)) {
+      engine.end_review();
       const auto searched = engine.movement();
       if (searched.weighted < stage1_bytes) {
         ws.bounded = engine.out_of_work();
@@ -351,8 +385,20 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
       break;
     }
   }
-  // Only when the search fails (or runs out of work, or moves no fewer bytes than stage 1).
-  ws.bounded = engine.out_of_work();
+  // Only when the search fails (or runs out of work, or moves no fewer bytes than stage 1, or
+  // its review abandons it).
+  ws.bounded = engine.out_of_work() && !engine.abandoned();
+  if (engine.abandoned()) {
+    // Stage 1 renamed moves at most 1/review_slack_den more than any answer could: it stands,
+    // without the fallback's bring-home (at 262,144 packs its allowance alone is 2.2 M units).
+    engine.end_review();
+    a = rename_valid(packs, std::move(a), opt.topology, ws.matching.names());
+    const byte_totals renamed =
+        bytes_of(packs, opt.topology, [&](std::size_t p) { return a[p].rank; });
+    keep_two(opt.topology.weighted(renamed.intra, renamed.inter));
+    ws.work = two_work + engine.work();
+    return;
+  }
   fallback();
   engine.cells(a, ws.used);
   keep_two(engine.weighted_moved());

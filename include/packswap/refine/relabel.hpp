@@ -49,7 +49,7 @@ namespace detail {
 // is still free; otherwise its next pair with a free column replaces it at the top.
 class rank_matching {
  public:
-  // Column c's new name, for c < dp: name[c].
+  // Column c's new name, for c < dp: name[c]; also names() until the next run.
   const std::vector<std::int32_t>& run(span<const pack_meta> packs, const assignment& a,
                                        std::size_t dp) {
     gather(packs, a, dp);
@@ -73,6 +73,8 @@ class rank_matching {
     }
     return name_;
   }
+
+  const std::vector<std::int32_t>& names() const { return name_; }
 
  private:
   struct pair_weight {
@@ -244,12 +246,10 @@ inline byte_totals renamed_bytes(span<const pack_meta> packs, const assignment& 
                   [&](std::size_t p) { return name[static_cast<std::size_t>(a[p].rank)]; });
 }
 
-// relabel_ranks() without validating its inputs, for callers whose inputs are valid already;
-// `matching` is working memory (about 16 bytes per pack), which a caller that renames every step
-// keeps, so that it touches no new memory once its batches stop growing.
-inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, assignment a,
-                                const topology& topo, rank_matching& matching) {
-  const auto& name = matching.run(packs, a, static_cast<std::size_t>(s.dp));
+// `a` with its ranks renamed by `name` (a rank_matching's, for `a`), where that moves fewer
+// weighted bytes than `a` does as it stands. O(N).
+inline assignment rename_valid(span<const pack_meta> packs, assignment a, const topology& topo,
+                               const std::vector<std::int32_t>& name) {
   const auto before = bytes_of(packs, topo, [&](std::size_t p) { return a[p].rank; });
   const auto after = renamed_bytes(packs, a, topo, name);
   if (topo.weighted(after.intra, after.inter) >= topo.weighted(before.intra, before.inter)) {
@@ -259,6 +259,15 @@ inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, ass
     c.rank = name[static_cast<std::size_t>(c.rank)];
   }
   return a;
+}
+
+// relabel_ranks() without validating its inputs, for callers whose inputs are valid already;
+// `matching` is working memory (about 16 bytes per pack), which a caller that renames every step
+// keeps, so that it touches no new memory once its batches stop growing.
+inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, assignment a,
+                                const topology& topo, rank_matching& matching) {
+  const auto& name = matching.run(packs, a, static_cast<std::size_t>(s.dp));
+  return rename_valid(packs, std::move(a), topo, name);
 }
 
 inline assignment relabel_valid(span<const pack_meta> packs, const shape& s, assignment a,

@@ -4,6 +4,7 @@
 #include "packswap/detail/prefetch.hpp"
 #include "packswap/refine/detail/stage2/bring_home.hpp"
 #include "packswap/refine/detail/stage2/fill.hpp"
+#include "packswap/refine/detail/stage2/floor.hpp"
 #include "packswap/refine/detail/stage2/pin.hpp"
 #include "packswap/refine/detail/stage2/redeal.hpp"
 #include "packswap/refine/detail/stage2/repair.hpp"
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace packswap::detail {
@@ -67,6 +69,21 @@ class home_first {
     st_.work_limit = limit;
     st_.gave_up = false;
   }
+  /// Reviews the searches of later runs once their work (counted since prepare()) reaches `at`:
+  /// `hook` is called once, between two repair steps or two bring-home visits, and where it
+  /// returns true the search is abandoned (the run fails, out of work, and `abandoned()` tells
+  /// so) for the caller's own answer. The hook must outlive those runs; end_review() and
+  /// prepare() drop it.
+  void review_at(std::int64_t at, stage2::review_hook hook) {
+    st_.review_at = at;
+    st_.review = hook;
+  }
+  void end_review() { review_at(std::numeric_limits<std::int64_t>::max(), stage2::review_hook{}); }
+  /// Whether the review abandoned the search.
+  bool abandoned() const { return st_.abandoned; }
+  /// A lower bound on the bytes any answer moves (stage2::moved_floor), for the review. O(n + dp).
+  std::int64_t moved_floor() { return floor_.run(st_); }
+
   /// Work done since prepare().
   std::int64_t work() const { return st_.work; }
   /// Whether the searches stopped at the work limit.
@@ -124,7 +141,7 @@ class home_first {
       return false;
     }
     home_.run(st_, t);
-    return true;
+    return !st_.abandoned; // a review in the bring-home may abandon the search
   }
 
   /// From a successful run's answer, one round of a search beyond its local optimum: packs
@@ -272,6 +289,7 @@ class home_first {
   stage2::repair_phase repair_;
   stage2::trim_phase trim_;
   stage2::bring_home_phase home_;
+  stage2::moved_floor floor_;
 };
 
 } // namespace packswap::detail

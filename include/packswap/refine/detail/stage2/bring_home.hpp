@@ -162,6 +162,7 @@ class bring_home_phase {
             }
           }
         }
+        st.review_if_due(); // may abandon the search: then out of work
         if (st.out_of_work()) {
           return; // every trade so far kept the limits: stopping anywhere is safe
         }

@@ -101,6 +101,7 @@ class repair_phase {
       if (key != over_key(st, r)) {
         continue; // stale; a fresh entry was pushed when the rank changed
       }
+      st.review_if_due(); // may abandon the search: then out of work
       if (++swaps > budget || st.out_of_work()) {
         return give_up();
       }

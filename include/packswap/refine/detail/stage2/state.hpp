@@ -62,6 +62,25 @@ struct tuning {
   std::int32_t chain_width = 8;
 };
 
+/// A search's review (see home_first::review_at): a callable the caller owns, called once,
+/// which tells whether the search is abandoned for the fallback. Holds no copy: the callable
+/// must outlive the search it reviews.
+class review_hook {
+ public:
+  review_hook() = default;
+  template <class F>
+  explicit review_hook(const F& f)
+      : target_(&f),
+        call_([](const void* t) { return static_cast<bool>((*static_cast<const F*>(t))()); }) {}
+
+  explicit operator bool() const { return call_ != nullptr; }
+  bool operator()() const { return call_(target_); }
+
+ private:
+  const void* target_ = nullptr;
+  bool (*call_)(const void*) = nullptr;
+};
+
 /// What every phase of stage 2 reads and changes: the batch (fixed by `prepare`) and the current
 /// placement of its packs (reset by every attempt).
 ///
@@ -113,6 +132,9 @@ struct state {
     work = 0;
     work_limit = std::numeric_limits<std::int64_t>::max();
     gave_up = false;
+    review_at = std::numeric_limits<std::int64_t>::max();
+    review = review_hook{};
+    abandoned = false;
     ranks.assign(topo, dp);
     // Ranks grouped by node (counting sort), for the bring-home step.
     node_start.assign(static_cast<std::size_t>(ranks.nodes) + 1, 0);
@@ -635,6 +657,21 @@ struct state {
   // Set when a search gives up the rest of its allowance (see repair_phase): out of work too.
   bool gave_up = false;
   bool out_of_work() const { return gave_up || work > work_limit; }
+  // The search's review: once its work reaches review_at, `review` is called (once); where it
+  // abandons the search, the search gives up the rest of its work (see home_first::review_at).
+  std::int64_t review_at = std::numeric_limits<std::int64_t>::max();
+  review_hook review;
+  bool abandoned = false;
+  void review_if_due() {
+    if (work < review_at) {
+      return;
+    }
+    review_at = std::numeric_limits<std::int64_t>::max();
+    if (review && review()) {
+      abandoned = true;
+      gave_up = true;
+    }
+  }
   // The excess (load above the limit) summed over ranks: exact from the repair's start, which
   // counts it, as swap_packs() keeps it (place, unplace and the re-deal do not).
   std::int64_t total_excess = 0;
