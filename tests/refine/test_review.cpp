@@ -68,3 +68,21 @@ TEST_CASE("a long search goes on where it can move far fewer bytes than stage 1 
   CHECK(r.sol.stage2_work > review_point(r.packs.size()));
   CHECK(r.sol.movement.moved_bytes * 10 < r.stage1_moved);
 }
+
+TEST_CASE("the review weighs the renaming's bytes as the node map weighs them") {
+  // The same graded batch with eight ranks a node: stage 1 renamed sends most of its moved bytes
+  // across nodes, at four times the weight, and the floor counts each moved byte once, so the
+  // review lets the search go on; with the crossing weighing 1 it ends it as on one node.
+  const shape s{4096, 4, 1};
+  const auto packs = test::stress::batch(s, dist::graded, 1);
+  const std::int64_t at = review_point(packs.size());
+  for (const std::int64_t weight : {1, 4}) {
+    INFO("inter-node weight ", weight);
+    solve_options opt;
+    opt.topology = topology::uniform(8, weight);
+    const auto sol = solve(packs, s, opt);
+    CHECK(sol.balance.a == sol.balance.lb_a);
+    CHECK(sol.balance.b <= sol.stage1_b);
+    CHECK((sol.stage2_work <= at + 16 * s.ga + 16384) == (weight == 1));
+  }
+}
