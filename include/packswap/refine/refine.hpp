@@ -180,14 +180,14 @@ struct refine_scratch {
   bool bounded = false;
 };
 
-// Whether stage 1 `a` with its ranks renamed (relabel_valid) moves fewer weighted bytes than
-// `searched`: O(N + dp log dp), the renaming's matching (`matching` is its working memory).
-inline bool renamed_moves_less(span<const pack_meta> packs, const shape& s, const assignment& a,
-                               const topology& topo, rank_matching& matching,
-                               std::int64_t searched) {
+// The weighted bytes stage 1 `a` moves with its ranks renamed by the renaming's matching
+// (`matching`, which keeps the names): O(N + dp log dp).
+inline std::int64_t renamed_weighted(span<const pack_meta> packs, const shape& s,
+                                     const assignment& a, const topology& topo,
+                                     rank_matching& matching) {
   const auto renamed =
       renamed_bytes(packs, a, topo, matching.run(packs, a, static_cast<std::size_t>(s.dp)));
-  return topo.weighted(renamed.intra, renamed.inter) < searched;
+  return topo.weighted(renamed.intra, renamed.inter);
 }
 
 // Stage 2 given `order` (pack ids by cost descending) and stage 1's load profile, into `a`,
@@ -268,26 +268,28 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // units, 16 ms); elsewhere the renaming's matching (0.1-0.5 ms at 16,384 packs, 4-6 ms at
   // 262,144) would cost every long search, most of which it would not end. O(n) for the floor,
   // once per search that runs so long, and O(n + dp log dp) for the renaming past that test,
-  // whose names the fallback then reuses.
-  bool renamed_known = false;
+  // whose names (and bytes) the fallback and the weighing after a search then reuse.
+  std::int64_t renamed_moved = -1; // stage 1 renamed's weighted bytes, once computed
+  const auto renamed = [&] {
+    if (renamed_moved < 0) {
+      renamed_moved = renamed_weighted(packs, s, a, opt.topology, ws.matching);
+    }
+    return renamed_moved;
+  };
   const auto review = [&] {
     const std::int64_t floor = engine.moved_floor();
     if (compare_products(floor, 2, stage1_bytes, 1) < 0) {
       return false; // see above
     }
-    const auto renamed = renamed_bytes(packs, a, opt.topology,
-                                       ws.matching.run(packs, a, static_cast<std::size_t>(s.dp)));
-    renamed_known = true;
-    return compare_products(opt.topology.weighted(renamed.intra, renamed.inter), review_slack_den,
-                            floor, review_slack_den + 1) <= 0;
+    return compare_products(renamed(), review_slack_den, floor, review_slack_den + 1) <= 0;
   };
   // The fallback below: stage 1 with its ranks renamed to keep the most bytes home, which keeps
   // its balance exactly, then brought home by trades that keep it (within a work allowance of
   // its own), into `a`, which holds stage 1.
   const auto fallback = [&] {
     engine.end_review();
-    a = renamed_known ? rename_valid(packs, std::move(a), opt.topology, ws.matching.names())
-                      : relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
+    a = renamed_moved >= 0 ? rename_valid(packs, std::move(a), opt.topology, ws.matching.names())
+                           : relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
     engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
     engine.settle(a, 2);
   };
@@ -318,8 +320,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
         // 0.76-0.99 of Karmarkar-Karp's bytes, the fallback 0.001-0.11; no batch of the stress
         // set is weighed so). O(n + dp log dp) more to tell, on those successes only.
         if (searched.largest_away > stage1.all / heavy_share ||
-            (2 * searched.weighted > stage1_bytes &&
-             renamed_moves_less(packs, s, a, opt.topology, ws.matching, searched.weighted))) {
+            (2 * searched.weighted > stage1_bytes && renamed() < searched.weighted)) {
           engine.cells(ws.searched, ws.used);
           fallback();
           if (engine.weighted_moved() < searched.weighted) {
@@ -392,10 +393,9 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
     // Stage 1 renamed moves at most 1/review_slack_den more than any answer could: it stands,
     // without the fallback's bring-home (at 262,144 packs its allowance alone is 2.2 M units).
     engine.end_review();
+    // The renaming stands where it moves fewer weighted bytes than stage 1 as it is.
     a = rename_valid(packs, std::move(a), opt.topology, ws.matching.names());
-    const byte_totals renamed =
-        bytes_of(packs, opt.topology, [&](std::size_t p) { return a[p].rank; });
-    keep_two(opt.topology.weighted(renamed.intra, renamed.inter));
+    keep_two(std::min(renamed_moved, stage1_bytes));
     ws.work = two_work + engine.work();
     return;
   }
