@@ -24,11 +24,12 @@ namespace packswap::detail::stage2 {
 /// times the ranks of the home node with several nodes), plus the compensating pairs: at most
 /// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64), and
 /// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more; with many
-/// levels, and in a settle of `capped_settle_from` to `rows_settle_up_to` packs with more levels
-/// than `settle_pairs`, the levels read from two rows instead, O(k / 16), and only the pairs that
-/// fit weighed (a settle takes the first; the rows cost O(n + dp k) to build). O(n) per pass where
-/// costs are distinct. Stops at the work limit (and a dense pass with few levels where its visits
-/// stop paying: `payoff`): every trade keeps the limits, so any prefix is an answer.
+/// levels, and in a settle of `capped_settle_from` packs or more with more levels than
+/// `settle_pairs` (beyond `rows_settle_up_to` packs, from `rows_settle_levels_from` levels), the
+/// levels read from two rows instead, O(k / 16), and only the pairs that fit weighed (a settle
+/// takes the first; the rows cost O(n + dp k) to build). O(n) per pass where costs are distinct.
+/// Stops at the work limit (and a dense pass with few levels where its visits stop paying:
+/// `payoff`): every trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -81,13 +82,16 @@ class bring_home_phase {
     // levels than that and up to `rows_settle_up_to` packs, the settle reads the rows too: the
     // fallback of `high-res` 256 x 64 moves 0.46-0.48 of Karmarkar-Karp's bytes instead of
     // 0.60-0.64, and 1,024 x 64 (65,536 packs) 0.48-0.53 instead of 0.65-0.77, for 1.03-1.07
-    // times the time there (paired runs). With more packs the level lists and rows the trades
-    // keep up come from beyond the caches: 1.14-1.37 times the time at 262,144 packs and 1.24 at
-    // 1,048,576, whose time targets are tight. Those rows are built before the payoff's windows
-    // are sized, which judge visits alone.
+    // times the time there (paired runs). With more packs, only from `rows_settle_levels_from`
+    // levels: at 262,144 packs the fallback of `high-res` 4,096 x 64 moves 0.50-0.54 instead of
+    // 0.66-0.72 for 1.08-1.13 times the solve's time, `bimodal` 4,096 x 64 0.003-0.008 less for
+    // 1.02-1.05; with 16 levels (`bimodal` 16,384 x 16, the shape of the 1,048,576-pack target's
+    // batches too) 0.001-0.003 less for 1.04-1.06, as the level lists and rows the trades keep up
+    // come from beyond the caches. Those rows are built before the payoff's windows are sized,
+    // which judge visits alone.
     settling_ = dense;
-    const bool rows_few =
-        !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k && st.n <= rows_settle_up_to;
+    const bool rows_few = !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k &&
+                          (st.n <= rows_settle_up_to || st.k >= rows_settle_levels_from);
     rows_ = st.rows_fit() && (by_level || rows_few);
     if (rows_ && rows_few) {
       st.ensure_away_rows();
@@ -609,6 +613,7 @@ class bring_home_phase {
   static constexpr std::size_t capped_settle_from = 8192;    // packs; see run()
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
   static constexpr std::size_t rows_settle_up_to = 65536;    // packs, with few levels; see run()
+  static constexpr std::size_t rows_settle_levels_from = 32; // levels, beyond that; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
   std::int32_t passing_[scan_items_up_to]; // items of a rank that a trade may take; see run()
