@@ -30,7 +30,7 @@
 // where its table is small enough.
 
 #include <packswap/batch.hpp>
-#include <packswap/refine/detail/stage2/pin.hpp>
+#include <packswap/refine/detail/stage2/min_add_tree.hpp>
 
 #include <algorithm>
 #include <array>
