@@ -3,13 +3,13 @@
 #include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/products.hpp"
 #include "packswap/refine/detail/stage2/chain.hpp"
+#include "packswap/refine/detail/stage2/level_tables.hpp"
 #include "packswap/refine/detail/stage2/pace.hpp"
 #include "packswap/refine/detail/stage2/pick.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <queue>
 #include <tuple>
 #include <utility>
@@ -23,7 +23,7 @@ namespace packswap::detail::stage2 {
 /// that crowds a level, moves a pack at or below its lowest crowded level out for one above it;
 /// swaps keep every other rank's level constraints. A step on rank r tries, in order: (1) single
 /// swaps of r's picked packs (`pack_picker`: those that can shed its excess, fewest bytes first,
-/// and those that can shed the most) with packs of the roomiest ranks (by level, `level_table`)
+/// and those that can shed the most) with packs of the roomiest ranks (by level, `level_tables`)
 /// and of the cost index, where a full fix (r and its partner within the limit) moving the
 /// fewest bytes wins (with 64 levels or more, or once the attempt runs short of work, no
 /// partner is read after one that gave a full fix; once it runs short of work, nor the cost
@@ -306,7 +306,7 @@ class repair_phase {
       prefetch_lines(&st.items[s2 * st.k], st.used[s2]);
     }
     // The roomiest ranks first: most fixes need a partner with room. Both ranks' packs by level
-    // (`level_table`): outside level repairs, for each level of the partner's packs, r's packs of
+    // (`level_tables`): outside level repairs, for each level of the partner's packs, r's packs of
     // that level and of the levels below it that the partner can take in its place (see
     // level_room); for a level repair, the most expensive pack the partner holds above the
     // crowded level (it overloads the partner least), for each pick. With many levels a partner
@@ -326,15 +326,15 @@ class repair_phase {
       st.work += static_cast<std::int64_t>(st.n + st.dp);
       run_charged_ = true;
     }
-    level_table(st, r, mine_);
+    tables_.build(st, r, mine_);
     std::int64_t weighed = 0; // candidates, and pairs of levels, counted as work
-    table_kept_.assign(scratch_ranks_.size(), 0);
+    tables_.start_step(scratch_ranks_.size());
     for (std::size_t j = 0; j < scratch_ranks_.size(); ++j) {
       const std::size_t s2 = scratch_ranks_[j];
       if ((bold || pace_.hurried()) && full_known()) {
         break;
       }
-      const std::vector<level_entry>& theirs = partner_table(st, j);
+      const std::vector<level_entry>& theirs = tables_.partner(st, j, scratch_ranks_[j]);
       if (crowded) {
         for (const auto& e : theirs) {
           if (static_cast<std::int32_t>(e.level) > crowded_level) {
@@ -416,7 +416,7 @@ class repair_phase {
       if (st.load[s2] >= st.limit) {
         continue;
       }
-      const std::vector<level_entry>& theirs = partner_table(st, j);
+      const std::vector<level_entry>& theirs = tables_.partner(st, j, scratch_ranks_[j]);
       std::size_t i = 0;
       for (const auto& e : theirs) {
         while (i < mine_.size() && mine_[i].level < e.level) {
@@ -513,77 +513,6 @@ class repair_phase {
     st.swap_packs(least->x, least->y);
     changed_.push_back(least->partner);
     return true;
-  }
-
-  // Rank r's packs by level: for every level it holds, ascending, its cheapest and its most
-  // expensive pack there (ties: the lower id), with their costs. Read from r's places (level,
-  // cost and pack id beside each, in sequence), not from the level lists, whose walk waits on a
-  // pack record and a link fetched at random for every pack. O(k + packs on r).
-  struct level_entry {
-    std::size_t level, lo, hi;
-    std::int64_t lo_cost, hi_cost;
-  };
-  void level_table(state& st, std::size_t r, std::vector<level_entry>& out) {
-    out.resize(st.k);
-    level_entry_of_.resize(st.k);
-    std::size_t levels = 0;
-    const std::int32_t* cnt = &st.cnt[r * st.k];
-    for (std::size_t l = 0; l < st.k; ++l) {
-      if (cnt[l] == 0) {
-        continue;
-      }
-      // No pack yet: every pack of the level has a lower id and a cost no higher.
-      level_entry_of_[l] = static_cast<std::int32_t>(levels);
-      out[levels++] = level_entry{l, st.n, st.n, std::numeric_limits<std::int64_t>::max(), 0};
-    }
-    out.resize(levels);
-    const state::item* items = &st.items[r * st.k];
-    for (std::size_t i = 0; i < st.used[r]; ++i) {
-      const state::item& it = items[i];
-      level_entry& e =
-          out[static_cast<std::size_t>(level_entry_of_[static_cast<std::size_t>(it.level)])];
-      const auto p = static_cast<std::size_t>(it.pack);
-      // Its record, which weigh() reads for the candidates: fetched now, all of a rank's at
-      // once, rather than one at a time there (with 1,048,576 packs, `multiples` at ga 16, 0.91
-      // times the time without, paired runs).
-      prefetch(&st.pk[p]);
-      // Internal ids run by cost descending, ties by input id: the lowest id is the most
-      // expensive.
-      if (p < e.hi) {
-        e.hi = p;
-        e.hi_cost = it.cost;
-      }
-      if (it.cost < e.lo_cost || (it.cost == e.lo_cost && p < e.lo)) {
-        e.lo = p;
-        e.lo_cost = it.cost;
-      }
-    }
-    st.work += table_work(st, r);
-  }
-
-  // The work a level table of rank r counts, built or kept: its level counts and its places,
-  // read in sequence.
-  static std::int64_t table_work(const state& st, std::size_t r) {
-    return static_cast<std::int64_t>(st.k / 16 + st.used[r]);
-  }
-
-  // The level table of scratch_ranks_[j], the step's j-th roomiest partner. A step reads a
-  // partner's table in repair_step and again in batch_step, with no swap between them: the
-  // second read takes the table kept from the first (the same entries), and counts the same
-  // work, so every rank's work count, and with it the plan, is the same as when it is rebuilt.
-  // O(k) when built, O(1) when kept (`table_kept_[j]`, cleared at the start of each step).
-  const std::vector<level_entry>& partner_table(state& st, std::size_t j) {
-    if (tables_.size() <= j) {
-      tables_.resize(j + 1);
-    }
-    const std::size_t s2 = scratch_ranks_[j];
-    if (table_kept_[j] != 0) {
-      st.work += table_work(st, s2);
-    } else {
-      level_table(st, s2, tables_[j]);
-      table_kept_[j] = 1;
-    }
-    return tables_[j];
   }
 
   // The first index in [first, last) of the ascending `v` whose entry is not below `key`, else
@@ -724,12 +653,10 @@ class repair_phase {
     std::int64_t d, delta;
     std::size_t x, y, partner;
   };
-  std::vector<batch_swap> swaps_;                // see batch_step()
-  std::vector<batch_swap> unfit_;                // see batch_step()
-  std::vector<level_entry> mine_;                // see level_table()
-  std::vector<std::int32_t> level_entry_of_;     // by level: its entry's index, see level_table()
-  std::vector<std::vector<level_entry>> tables_; // see partner_table()
-  std::vector<char> table_kept_;                 // see partner_table()
+  std::vector<batch_swap> swaps_; // see batch_step()
+  std::vector<batch_swap> unfit_; // see batch_step()
+  std::vector<level_entry> mine_; // the table of the rank under repair
+  level_tables tables_;           // its partners', and how mine_ is built
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
   // A max-heap of (key, -rank) that keeps its memory when cleared.
   struct heap : std::priority_queue<std::pair<std::int64_t, std::int64_t>> {
