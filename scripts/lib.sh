@@ -5,10 +5,11 @@ step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 jobs() { nproc 2>/dev/null || echo 2; }
 
 # Debian packages the build, tests, examples, benchmarks and the API reference (doxygen) need.
+# python3-scipy for scripts/fewest_within_limit.py and its tests (pytest, ctest).
 packswap_packages=(cmake make g++ clang libclang-rt-14-dev libc++-14-dev libc++abi-14-dev doctest-dev libbenchmark-dev
                    libopenmpi-dev openmpi-bin doxygen
                    python3 python3-dev python3-numpy python3-torch python3-pytest python3-pybind11
-                   pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv)
+                   pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv python3-scipy)
 
 # Debian's interpreter, the one that sees the python3-* packages above (a python3 found earlier on
 # PATH may be another one without them).

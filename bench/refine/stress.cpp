@@ -5,7 +5,7 @@
 //   packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024] [--small-dp 1,2,4,8]
 //       [--large 262144,1048576|none] [--mbs 2,4|none] [--shapes DPxGA[xMBS],...]
 //       [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3] [--first-seed 1] [--repeat 3]
-//       [--json FILE] [--kept] [--flow-work 33554432] [--smoke]
+//       [--json FILE] [--write-batches DIR] [--kept] [--flow-work 33554432] [--smoke]
 //
 // Sections: (1) `--packs` packs as dp x ga for every ga of `--ga`, and dp x 1,024 for every dp
 // of `--small-dp`; (2) each pack count of `--large` at ga 16, 64 and 256 (ga 16 alone above
@@ -34,9 +34,13 @@
 // where the solver moves more than the fewest of any, the fewest of those within the limit on B,
 // exactly, where its table has at most 2^30 entries; and the batches whose search stopped at the
 // work bound. `--smoke` runs a tiny grid (the ctest smoke run); `--json FILE` also writes one
-// record per batch (every seed and eps) to FILE.
+// record per batch (every seed and eps) to FILE, with the batch's limit on B and the bytes the
+// answer and Karmarkar-Karp move as integers; `--write-batches DIR` writes every batch (once per
+// seed) to DIR as the CSV packswap-plan reads, named DIST-DPxGA[xMBS]-sSEED.csv (a ':' in DIST as
+// '_'), for tools that weigh the answers against other bounds (scripts/fewest_within_limit.py).
 #include "../../examples/common/cli.hpp"
 
+#include <packswap/balance/batch_csv.hpp>
 #include <packswap/solve.hpp>
 #include <packswap/version.hpp>
 
@@ -49,8 +53,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -127,6 +133,9 @@ struct record {
   double lb_kk;       // the lower bound on moved bytes / Karmarkar–Karp's (mbs = 1), else -1
   bool bound_hit;     // the search stopped at its work bound
   std::int64_t work;  // stage 2's work count (solution::stage2_work)
+  std::int64_t limit; // relax(B_KK, eps), the limit on every rank's load
+  std::int64_t moved_bytes;
+  std::int64_t kk_moved_bytes;
 };
 
 // One solve, timed: through `packswap::solve` (fresh working memory, as the CLI), or through a
@@ -189,7 +198,21 @@ constexpr const char* usage =
     "usage: packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024]\n"
     "    [--small-dp 1,2,4,8] [--large 262144,1048576|none] [--mbs 2,4|none]\n"
     "    [--shapes DPxGA[xMBS],...] [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3]\n"
-    "    [--first-seed 1] [--repeat 3] [--json FILE] [--kept] [--flow-work 33554432] [--smoke]\n";
+    "    [--first-seed 1] [--repeat 3] [--json FILE] [--write-batches DIR] [--kept]\n"
+    "    [--flow-work 33554432] [--smoke]\n";
+
+// Writes `packs` to DIR/DIST-SHAPE-sSEED.csv (see the header comment).
+void write_batch(const std::string& dir, std::string dist, const shape& s, std::int64_t seed,
+                 const std::vector<pack_meta>& packs) {
+  std::replace(dist.begin(), dist.end(), ':', '_');
+  const auto path = std::filesystem::path(dir) /
+                    (dist + "-" + shape_name(s) + "-s" + std::to_string(seed) + ".csv");
+  std::ofstream out(path);
+  packswap::write_batch_csv(out, packs);
+  if (!out) {
+    throw std::runtime_error("cannot write " + path.string());
+  }
+}
 
 struct section {
   std::string name;
@@ -281,7 +304,8 @@ std::vector<section> sections_of(const packswap::cli::options& opt, bool smoke) 
 int run(int argc, char** argv) {
   const packswap::cli::options opt(argc, argv,
                                    {"packs", "ga", "small-dp", "large", "mbs", "shapes", "dists",
-                                    "eps", "seeds", "first-seed", "repeat", "json", "flow-work"},
+                                    "eps", "seeds", "first-seed", "repeat", "json", "flow-work",
+                                    "write-batches"},
                                    {"smoke", "kept", "help"});
   if (opt.flag("help")) {
     std::cout << usage;
@@ -289,6 +313,10 @@ int run(int argc, char** argv) {
   }
   const bool smoke = opt.flag("smoke");
   const std::string json = opt.text("json", "");
+  const std::string batches_dir = opt.text("write-batches", "");
+  if (!batches_dir.empty()) {
+    std::filesystem::create_directories(batches_dir);
+  }
   const auto sections = sections_of(opt, smoke);
   std::vector<std::string> dists;
   if (opt.text("dists", "all") == "all") {
@@ -337,9 +365,12 @@ int run(int argc, char** argv) {
         }
         for (std::int64_t seed = first_seed; seed < first_seed + seeds; ++seed) {
           const auto packs = make_batch(dist, s, static_cast<std::uint64_t>(seed));
+          if (!batches_dir.empty()) {
+            write_batch(batches_dir, dist, s, seed, packs);
+          }
           const auto kk = packswap::bench::karmarkar_karp_per_step(packs, s);
-          const auto kk_bytes =
-              static_cast<double>(packswap::measure_movement(packs, kk, s).moved_bytes);
+          const std::int64_t kk_moved = packswap::measure_movement(packs, kk, s).moved_bytes;
+          const auto kk_bytes = static_cast<double>(kk_moved);
           std::int64_t lb = s.mbs == 1 ? packswap::test::moved_lower_bound(packs, s) : -1;
           if (s.mbs == 1 && s.dp > 2) { // at dp 2 the bound is exact already
             lb = packswap::test::moved_fewest_exact(packs, s, flow_work).value_or(lb);
@@ -370,14 +401,14 @@ int run(int argc, char** argv) {
             }
             const double lb_kk =
                 lb < 0 ? -1 : bytes_ratio(static_cast<double>(lb_within), kk_bytes);
-            records.push_back({sec.name, dist, s, e, static_cast<std::uint64_t>(seed),
-                               median(times),
-                               ratio(static_cast<double>(b.a), static_cast<double>(b.lb_a)),
-                               ratio(static_cast<double>(b.a), old_lb),
-                               ratio(static_cast<double>(b.b), static_cast<double>(sol.stage1_b)),
-                               ratio(static_cast<double>(b.b), static_cast<double>(limit)),
-                               bytes_ratio(static_cast<double>(sol.movement.moved_bytes), kk_bytes),
-                               lb_kk, sol.stage2_bounded, sol.stage2_work});
+            records.push_back(
+                {sec.name, dist, s, e, static_cast<std::uint64_t>(seed), median(times),
+                 ratio(static_cast<double>(b.a), static_cast<double>(b.lb_a)),
+                 ratio(static_cast<double>(b.a), old_lb),
+                 ratio(static_cast<double>(b.b), static_cast<double>(sol.stage1_b)),
+                 ratio(static_cast<double>(b.b), static_cast<double>(limit)),
+                 bytes_ratio(static_cast<double>(sol.movement.moved_bytes), kk_bytes), lb_kk,
+                 sol.stage2_bounded, sol.stage2_work, limit, sol.movement.moved_bytes, kk_moved});
           }
         }
         reference(1);
@@ -407,7 +438,9 @@ int run(int argc, char** argv) {
           << ", \"moved_bytes_vs_kk\": " << packswap::cli::number(r.moved_kk)
           << ", \"moved_lower_bound_vs_kk\": " << packswap::cli::number(r.lb_kk)
           << ", \"bound_hit\": " << (r.bound_hit ? "true" : "false")
-          << ", \"stage2_work\": " << r.work << "}";
+          << ", \"stage2_work\": " << r.work << ", \"limit\": " << r.limit
+          << ", \"moved_bytes\": " << r.moved_bytes << ", \"kk_moved_bytes\": " << r.kk_moved_bytes
+          << "}";
     }
     out << "\n]}\n";
   }
