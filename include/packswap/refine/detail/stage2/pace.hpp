@@ -66,12 +66,14 @@ class repair_pace {
   // (`recent_`), at that pace without the factor two: with many levels such repairs typically shed
   // most of the excess in their first steps and then stall; with fewer a repair may slow steadily,
   // each step shedding less than the one before (bimodal costs at dp 1,024 x ga 16 need up to eight
-  // times the bound), which the pace since the start judges only late, and the recent pace of a
-  // repair that slows overstates the pace to come. (With the factor two those bimodal batches
-  // reported 0.69-0.95 M units of work, the fallback's included, instead of 0.53-0.71 M; over the
-  // stress set's batches from 16,384 packs at ga 16 and below and the benchmark workloads', the one
-  // search it let succeed, at the bound's edge, moved 0.010 of Karmarkar-Karp's bytes fewer than
-  // the fallback.) From judged_early_from packs the allowance, 0.79 M units or more, costs 4-7 ms
+  // times the bound, and at eps = 0 then move more bytes than the fallback: seeds 1 and 2, 0.692
+  // and 0.653 of Karmarkar-Karp's against 0.679 and 0.639), which the pace since the start judges
+  // only late, and the recent pace of a repair that slows overstates the pace to come. (With the
+  // factor two those bimodal batches reported 0.69-0.95 M units of work, the fallback's included,
+  // instead of 0.53-0.71 M; over the stress set's batches from 16,384 packs at ga 16 and below and
+  // the benchmark workloads', the one search it let succeed, at the bound's edge, moved 0.010 of
+  // Karmarkar-Karp's bytes fewer than the fallback.) From judged_early_from packs the allowance,
+  // 0.79 M units or more, costs 4-7 ms
   // where a search spends it all, more than twice the benchmark batch's solve: judged so from 8,192
   // packs rather than 16,384, 24 searches of the stress grid at 8,192 packs end at 0.15-0.98 of the
   // work (`high-res` 8 x 1,024 at eps 0, seed 3: 7.1 -> 3.6 ms), and of the twelve whose plans
