@@ -96,11 +96,11 @@ def fewest(costs, bytes_, homes, dp, ga, limit, time_limit=300.0):
 
     for p in range(n):  # every pack on one rank
         row([p * dp + r for r in range(dp)], [1.0] * dp, 1.0)
+    members = [packs[level == lv] for lv in range(ga)]
     for r in range(dp):
         for lv in range(ga):  # y[r, l] = sum of x[p, r] over the packs of level l
-            members = packs[level == lv]
-            row([p * dp + r for p in members] + [nx + r * ga + lv], [1.0] * len(members) + [-1.0],
-                0.0)
+            row([p * dp + r for p in members[lv]] + [nx + r * ga + lv],
+                [1.0] * len(members[lv]) + [-1.0], 0.0)
         for j in range(ga):  # z[r, j] = z[r, j - 1] + y[r, j]
             cs = [nx + ny + r * ga + j, nx + r * ga + j] + ([nx + ny + r * ga + j - 1] if j else [])
             row(cs, [1.0, -1.0] + ([-1.0] if j else []), 0.0)
