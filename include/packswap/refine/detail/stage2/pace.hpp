@@ -73,28 +73,28 @@ class repair_pace {
   // instead of 0.53-0.71 M; over the stress set's batches from 16,384 packs at ga 16 and below and
   // the benchmark workloads', the one search it let succeed, at the bound's edge, moved 0.010 of
   // Karmarkar-Karp's bytes fewer than the fallback.) From judged_early_from packs the allowance,
-  // 0.79 M units or more, costs 4-7 ms
-  // where a search spends it all, more than twice the benchmark batch's solve: judged so from 8,192
-  // packs rather than 16,384, 24 searches of the stress grid at 8,192 packs end at 0.15-0.98 of the
-  // work (`high-res` 8 x 1,024 at eps 0, seed 3: 7.1 -> 3.6 ms), and of the twelve whose plans
-  // change, seven move fewer bytes (`bimodal` 8 x 1,024, seed 1, a search that had succeeded at the
-  // bound's edge: 0.562 of Karmarkar-Karp's bytes instead of 0.935) and five more, by 0.034 at
-  // most. (In smaller batches the bound's constant makes most of the allowance, the whole of it
-  // costs a few milliseconds, and the later attempts' chained repairs often succeed late: there,
-  // judging early lost more bytes than it saved time; from 4,096 packs, `high-res` 64 x 64 at eps 0
-  // moved 0.503 instead of 0.485.) With many levels and fewer than short_window_below packs the
-  // recent window is the last 1/32 to 2/32 of the allowance (`samples_short`) instead of 3/32 to
-  // 4/32: those repairs stall within a few steps of thousands of units each, and the longer window
-  // kept paying for them (on the stress set at 16,384 packs, 24 searches give up sooner for the
-  // same fallback: `bimodal` 256 x 64 at eps 0 after 0.29 M units instead of 0.80 M,
-  // `pareto` 16 x 1,024 0.37 M instead of 0.79 M; three that succeeded late take the fallback,
-  // moving 0.470 of Karmarkar-Karp's bytes instead of 0.487, 0.722 instead of 0.723 and 0.234
-  // instead of 0.231; at 32,768 packs 29 of 432 give up sooner, 27.2 M units in all -> 21.5 M with
-  // the five below, and of five late successes three `bimodal` ones move 0.013-0.015 more,
-  // `bimodal` 32 x 1,024 seed 1 0.513 instead of 0.498 in 1.29 times the time). In larger batches
-  // the fallback costs as much as the search left: there a search that succeeds late (`bimodal`
-  // 1,024 x 256 at eps 0.001, 262,144 packs) took 1.47 times as long when it gave up. Integers and
-  // work counts only: every rank gives up at the same step. O(1).
+  // 0.79 M units or more, costs 4-7 ms where a search spends it all, more than twice the benchmark
+  // batch's solve: judged so from 8,192 packs rather than 16,384, 24 searches of the stress grid at
+  // 8,192 packs end at 0.15-0.98 of the work (`high-res` 8 x 1,024 at eps 0, seed 3: 7.1 ms ->
+  // 3.6 ms), and of the twelve whose plans change, seven move fewer bytes (`bimodal` 8 x 1,024,
+  // seed 1, a search that had succeeded at the bound's edge: 0.562 of Karmarkar-Karp's bytes
+  // instead of 0.935) and five more, by 0.034 at most. (In smaller batches the bound's constant
+  // makes most of the allowance, the whole of it costs a few milliseconds, and the later attempts'
+  // chained repairs often succeed late: there, judging early lost more bytes than it saved time;
+  // from 4,096 packs, `high-res` 64 x 64 at eps 0 moved 0.503 instead of 0.485.) With many levels
+  // and fewer than short_window_below packs the recent window is the last 1/32 to 2/32 of the
+  // allowance
+  // (`samples_short`) instead of 3/32 to 4/32: those repairs stall within a few steps of thousands
+  // of units each, and the longer window kept paying for them (on the stress set at 16,384 packs,
+  // 24 searches give up sooner for the same fallback: `bimodal` 256 x 64 at eps 0 after 0.29 M
+  // units instead of 0.80 M, `pareto` 16 x 1,024 0.37 M instead of 0.79 M; three that succeeded
+  // late take the fallback, moving 0.470 of Karmarkar-Karp's bytes instead of 0.487, 0.722 instead
+  // of 0.723 and 0.234 instead of 0.231; at 32,768 packs 29 of 432 give up sooner, 27.2 M units in
+  // all -> 21.5 M with the five below, and of five late successes three `bimodal` ones move
+  // 0.013-0.015 more, `bimodal` 32 x 1,024 seed 1 0.513 instead of 0.498 in 1.29 times the time).
+  // In larger batches the fallback costs as much as the search left: there a search that succeeds
+  // late (`bimodal` 1,024 x 256 at eps 0.001, 262,144 packs) took 1.47 times as long when it gave
+  // up. Integers and work counts only: every rank gives up at the same step. O(1).
   bool hopeless(const state& st) {
     const bool large = st.n >= judged_early_from;
     const bool judge_early = large && st.k >= bold_from_levels;
