@@ -81,10 +81,10 @@ def fewest(costs, bytes_, homes, dp, ga, limit, time_limit=300.0):
     homes = np.asarray(homes, dtype=np.int64)
     n = len(costs)
     level, _ = levels(costs, dp, ga)
-    # Variables: x[p, r] (n dp, binary), then y[r, l] = packs of level l on r and
-    # z[r, j] = packs of level <= j on r (dp ga each, continuous: integral once x is).
-    nx, ny = n * dp, dp * ga
-    total = nx + 2 * ny
+    # Variables: x[p, r] (n dp, binary), then z[r, j] = packs of level <= j on r (dp ga,
+    # continuous: integral once x is).
+    nx = n * dp
+    total = nx + dp * ga
     packs = np.arange(n)
     rows, cols, vals, rhs = [], [], [], []
 
@@ -98,22 +98,19 @@ def fewest(costs, bytes_, homes, dp, ga, limit, time_limit=300.0):
         row([p * dp + r for r in range(dp)], [1.0] * dp, 1.0)
     members = [packs[level == lv] for lv in range(ga)]
     for r in range(dp):
-        for lv in range(ga):  # y[r, l] = sum of x[p, r] over the packs of level l
-            row([p * dp + r for p in members[lv]] + [nx + r * ga + lv],
-                [1.0] * len(members[lv]) + [-1.0], 0.0)
-        for j in range(ga):  # z[r, j] = z[r, j - 1] + y[r, j]
-            cs = [nx + ny + r * ga + j, nx + r * ga + j] + ([nx + ny + r * ga + j - 1] if j else [])
-            row(cs, [1.0, -1.0] + ([-1.0] if j else []), 0.0)
-        row([nx + ny + r * ga + ga - 1], [1.0], float(ga))  # ga packs in all
+        for j in range(ga):  # z[r, j] = z[r, j - 1] + the x[p, r] of level j
+            held = [p * dp + r for p in members[j]]
+            cs = [nx + r * ga + j] + held + ([nx + r * ga + j - 1] if j else [])
+            row(cs, [1.0] + [-1.0] * len(held) + ([-1.0] if j else []), 0.0)
+        row([nx + r * ga + ga - 1], [1.0], float(ga))  # ga packs in all
     equal = coo_matrix((vals, (rows, cols)), shape=(len(rhs), total)).tocsr()
     load_rows = np.repeat(np.arange(dp), n)
     load_cols = np.tile(packs * dp, dp) + load_rows
     loads = coo_matrix((np.tile(costs.astype(float), dp), (load_rows, load_cols)),
                        shape=(dp, total)).tocsr()
     lower_bounds = np.zeros(total)
-    upper_bounds = np.concatenate([np.ones(nx), np.full(ny, np.inf),
-                                   np.tile(np.arange(1, ga + 1, dtype=float), dp)])
-    integrality = np.concatenate([np.ones(nx), np.zeros(2 * ny)])
+    upper_bounds = np.concatenate([np.ones(nx), np.tile(np.arange(1, ga + 1, dtype=float), dp)])
+    integrality = np.concatenate([np.ones(nx), np.zeros(dp * ga)])
     # Minimise the bytes moved = all bytes - the bytes of packs placed on their home rank.
     objective = np.zeros(total)
     objective[packs * dp + homes] = -bytes_.astype(float)
