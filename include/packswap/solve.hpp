@@ -41,7 +41,9 @@ struct solution {
   /// Work of stage 2's searches: swap candidates weighed and pack records read (0 with a custom
   /// refiner or mbs > 1). A count, never a clock, so every rank gets the same plan.
   std::int64_t stage2_work = 0;
-  /// Whether stage 2's search stopped at its deterministic work bound (32 per pack plus 2^19),
+  /// Whether stage 2's search stopped at its deterministic work bound (32 per pack plus 2^19 with
+  /// the fallback's allowance after it, up to 16,384 packs; above, the fallback's 8 per pack plus
+  /// 2^16 on top),
   /// or gave up before it because its repair, at the pace it had gone, could not have ended
   /// within it (also a count, never a clock). Then stage 2 answers with stage 1's ranks renamed and
   /// packs brought home within stage 1's balance: A and B as stage 1's, so A == LB_A (mbs = 1) and

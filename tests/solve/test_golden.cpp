@@ -34,10 +34,10 @@ const golden table[] = {
 // deterministic as any other. Multiples at 1,024 x 8 is one whose re-deal unlocks a crowd of
 // ranks just above the limit (stage2::redeal_phase). The six at dp 2 take the two-rank path
 // (detail::two_ranks): its fewest-bytes choices alone (bimodal at ga 1,024, ties), its walk's
-// answer kept over the search's (bytes_tied), the search's kept over its walk's (pareto), and
-// the walk back from a flip across the window kept (lognormal at ga 2,048, with the search
-// ended by its work bound, and bimodal at ga 96). Graded at 4,096 x 4 is a search its review
-// abandons for stage 1 renamed (refine_sorted), not at the bound.
+// answer kept over the search's (bytes_tied), the search's kept over its walk's (pareto, whose
+// bring-home the work bound ends), and the walk back from a flip across the window kept
+// (lognormal at ga 2,048, with the search ended by its work bound, and bimodal at ga 96). Graded at
+// 4,096 x 4 is a search its review abandons for stage 1 renamed (refine_sorted), not at the bound.
 struct golden_stress {
   shape s;
   test::stress::dist d;

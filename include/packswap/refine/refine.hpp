@@ -78,13 +78,15 @@ inline bool stage2_fits(std::int64_t total_cost, const shape& s, std::int64_t to
          total_bytes <= most / 4 / topo.inter_node_weight();
 }
 
-// Work the searches of stage 2 may do: per pack of the batch, plus a constant that lets small
-// batches run the chained repairs their hardest cases need (see `refine_sorted`). Per unit of
-// work, time grows with the batch (its records leave the caches), so the share per pack is
-// small: normal batches use 2-25 per pack.
+// Work the searches of stage 2 may do (up to 16,384 packs the fallback's bring-home included, see
+// stage2_search_bound): per pack of the batch, plus a constant that lets small batches run the
+// chained repairs their hardest cases need (see `refine_sorted`). Per unit of work, time grows with
+// the batch (its records leave the caches), so the share per pack is small: normal batches use 2-25
+// per pack.
 inline constexpr std::int64_t stage2_work_per_pack = 32;
 inline constexpr std::int64_t stage2_work_constant = std::int64_t{1} << 19;
-// Work the fallback's bring-home may do, on top.
+// The fallback's bring-home's allowance: up to 16,384 packs kept back from the search's, above
+// it on top (see stage2_search_bound).
 inline constexpr std::int64_t fallback_work_per_pack = 8;
 inline constexpr std::int64_t fallback_work_constant = std::int64_t{1} << 16;
 // The search's review (see refine_sorted): once its work reaches review_work_per_pack per pack
@@ -151,19 +153,50 @@ inline home_first::tuning light_round_tuning(home_first::tuning t) {
   return t;
 }
 
-// The work the search (every attempt together) may do for n packs, before the fallback.
-constexpr std::int64_t stage2_search_bound(std::int64_t n) {
+// The work stage 2's searches may do for n packs: 32 n + 2^19, the fallback's included up to
+// shared_bound_up_to packs (see stage2_search_bound).
+constexpr std::int64_t stage2_bound(std::int64_t n) {
   return stage2_work_per_pack * n + stage2_work_constant;
 }
 
+// The fallback's allowance for n packs: 8 n + 2^16.
+constexpr std::int64_t fallback_allowance(std::int64_t n) {
+  return fallback_work_per_pack * n + fallback_work_constant;
+}
+
+// Batches up to which the fallback's allowance is kept back from the bound (see
+// stage2_search_bound).
+inline constexpr std::int64_t shared_bound_up_to = 16384;
+
+// The work the search (every attempt together) may do for n packs, before the fallback. Up to
+// shared_bound_up_to packs, the bound less the fallback's allowance (24 n + 458,752), so that a
+// search that ends at it and the fallback after it stay within the bound together, and a solve's
+// time within the bound's (with stage 1 and the phases before the repair, which count none).
+// Where the allowance came on top of a search that could spend the whole bound, the slowest
+// batches of the stress set were such searches: over seeds 1-12 at 16,384 packs up to 1.13 M units
+// (`bimodal` 1,024 x 16 at eps = 0.001, seed 5; 15 ms, 5.2 times the benchmark batch's solve), now
+// at most 1.06 M. The repair's pace is still judged against the whole bound
+// (repair_pace::judged_limit), so a search runs as before until it reaches this one. Searches that
+// succeeded past it now end there and take the fallback (or, where only their bring-home passed
+// it, keep their answer with the trades made): over those 4,680 batches two move more (`pareto` 4
+// x 1,024 at eps = 0, seed 6: 0.447 of Karmarkar-Karp's bytes instead of 0.393; `bimodal` 256 x
+// 64 at eps = 0.001, seed 9, 0.561 instead of 0.523), three fewer; none of the benchmark
+// workloads' 3,600 batches changes. In larger batches the search keeps the whole bound and the
+// fallback's allowance comes on top: there a search that succeeds late can move far fewer bytes
+// than the fallback (`multiples` 1,024 x 256 at 262,144 packs, eps = 0, seed 2: 0.079 of
+// Karmarkar-Karp's bytes after 8.7 M units; ended at the search's part, the fallback's 0.897).
+constexpr std::int64_t stage2_search_bound(std::int64_t n) {
+  return n <= shared_bound_up_to ? stage2_bound(n) - fallback_allowance(n) : stage2_bound(n);
+}
+
 // The most work stage 2's searches do for n packs in ga micro-steps: the search's bound and the
-// fallback's allowance (each with a constant for small batches), plus what the step under way
-// at each check may add (the level tables of the roomiest ranks, O(ga), and a bounded number of
-// candidates), and with two ranks the knapsack's work. O(n) (O(n log n) with two ranks), as
-// ga <= n.
+// fallback's allowance (each with a constant for small batches: the bound, up to
+// shared_bound_up_to packs), plus what the step under way at each check may add (the level tables
+// of the roomiest ranks, O(ga), and a bounded number of candidates), and with two ranks the
+// knapsack's work. O(n) (O(n log n) with two ranks), as ga <= n.
 constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga) {
-  return stage2_search_bound(n) + fallback_work_per_pack * n + fallback_work_constant + 16 * ga +
-         16384 + (n == 2 * ga ? two_ranks::work_bound(n) : 0);
+  return stage2_search_bound(n) + fallback_allowance(n) + 16 * ga + 16384 +
+         (n == 2 * ga ? two_ranks::work_bound(n) : 0);
 }
 
 // Working memory of stage 2, kept by callers that refine every step; after each refine_sorted,
@@ -248,7 +281,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // below, which keeps stage 1's balance. A repair that, at the pace it goes, could not end
   // within it gives up the rest at once, with the same answer (see stage2::repair_phase).
   const auto n = static_cast<std::int64_t>(packs.size());
-  engine.limit_work(stage2_search_bound(n));
+  engine.limit_work(stage2_search_bound(n), stage2_bound(n) - stage2_search_bound(n));
   home_first::tuning wide;
   // Where the wide pinning band fails (a limit so tight that single swaps cannot reach it, as
   // at eps = 0 on some batches), again with a repair that may also chain two swaps (a wider
@@ -290,7 +323,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
     engine.end_review();
     a = renamed_moved >= 0 ? rename_valid(packs, std::move(a), opt.topology, ws.matching.names())
                            : relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
-    engine.limit_work(engine.work() + fallback_work_per_pack * n + fallback_work_constant);
+    engine.limit_work(engine.work() + fallback_allowance(n));
     engine.settle(a, 2);
   };
   // The two-rank answer in place of `a`, which moves `moved`, where it moves fewer.
@@ -338,7 +371,8 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
           // packs home under a limit 0.1% looser, then repair back to the limit and bring home
           // again (home_first::loosen_and_repair), each kept while it moves fewer weighted bytes
           // than the best before it, at most `loosened_rounds` of them, with up to `loosened_work`
-          // times the work done before the first, within the search's bound (which is read for the
+          // times the work done before the first, within the bound (stage2_bound: no fallback
+          // follows them, so the fallback's allowance is theirs too; the bound is read for the
           // first answer: the rounds end at their own allowance, or give up at their pace, with the
           // best answer still standing). On the benchmark workloads at eps = 0 (`high-res` at dp 64
           // and 256, 1,024 and 4,096 packs) every one of the 47 batches above half of
@@ -364,7 +398,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
           const std::int64_t looser = relax(limit, go_on.looser_ppm);
           engine.cells(ws.searched, ws.used);
           std::int64_t best = searched.weighted;
-          engine.limit_work(std::min(stage2_search_bound(n), engine.work() * (1 + loosened_work)));
+          engine.limit_work(std::min(stage2_bound(n), engine.work() * (1 + loosened_work)));
           for (std::int32_t round = 0;
                round < go_on.rounds && engine.loosen_and_repair(round_tuning, looser); ++round) {
             const std::int64_t moved = engine.weighted_moved();

@@ -64,9 +64,12 @@ class home_first {
   }
 
   /// Bounds the work of the searches (repair and bring-home) in every later run() and settle()
-  /// (see `stage2::state::work`): past it, a run fails and bring-home stops early.
-  void limit_work(std::int64_t limit) {
+  /// (see `stage2::state::work`): past it, a run fails and bring-home stops early. `reserved`:
+  /// work kept back for the caller's fallback beyond the limit, which the repair's pace is
+  /// judged against as if the search could spend it (see stage2::repair_pace).
+  void limit_work(std::int64_t limit, std::int64_t reserved = 0) {
     st_.work_limit = limit;
+    st_.work_reserved = reserved;
     st_.gave_up = false;
   }
   /// Reviews the searches of later runs once their work (counted since prepare()) reaches `at`:

@@ -588,6 +588,9 @@ struct state {
   // bound every rank reaches at the same point (never a clock). out_of_work() once past it.
   std::int64_t work = 0;
   std::int64_t work_limit = std::numeric_limits<std::int64_t>::max();
+  // Work kept back from the search for its caller's fallback, past work_limit: the repair's pace
+  // is judged as if the search could spend it too (see repair_pace, refine_sorted).
+  std::int64_t work_reserved = 0;
   // Set when a search gives up the rest of its allowance (see repair_phase): out of work too.
   bool gave_up = false;
   bool out_of_work() const { return gave_up || work > work_limit; }
