@@ -29,6 +29,8 @@ namespace packswap::detail::stage2 {
 /// `settle_pairs` (beyond `rows_settle_up_to` packs, from `rows_settle_levels_from` levels), the
 /// levels read from two rows instead, O(k / 16), and only the pairs that fit weighed (a settle
 /// takes the first; the rows cost O(n + dp k) to build). O(n) per pass where costs are distinct.
+/// In a dense settle with many levels, a visit at a tied level whose row's pack trades without
+/// compensation is O(1).
 /// Stops at the work limit (and a dense pass with few levels where its visits stop paying:
 /// `payoff`): every trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
@@ -94,7 +96,10 @@ class bring_home_phase {
     const bool rows_few = !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k &&
                           (st.n <= rows_settle_up_to || st.k >= rows_settle_levels_from);
     rows_ = st.rows_fit() && (by_level || rows_few);
-    if (rows_ && rows_few) {
+    // A dense settle by level tries the pack a row holds first, at crowded tied levels (see
+    // try_rank), where the batch has any. O(k) to tell.
+    quick_ = dense && by_level && rows_ && crowded_level(st);
+    if ((rows_ && rows_few) || quick_) {
       st.ensure_away_rows();
     } else if (by_level) {
       st.ensure_levels();
@@ -198,14 +203,23 @@ class bring_home_phase {
         // iff q's level is at most st.full_from(t)[p's level] (see level_room). So each candidate
         // needs one range test, from the item's level beside it: most packs of another level
         // fail here (no slack), before q's record is read.
-        std::int32_t lowest = p_level;
-        {
+        std::int32_t lowest = -1; // read on first need: a quick trade (below) needs none
+        const auto find_lowest = [&] {
+          if (lowest >= 0) {
+            return;
+          }
+          lowest = p_level;
           const std::int32_t* r_full = st.full_from(r);
           while (lowest > 0 && r_full[lowest - 1] >= p_level) {
             --lowest;
           }
           st.work += (p_level - lowest) / 16;
-        }
+        };
+        // A crowded tied level: `quick_level_packs` packs a rank or more, as costs from a few
+        // values give (a fixed-resolution encoder; levels of equal caps share their packs).
+        const auto level_size = st.level_end[static_cast<std::size_t>(p_level)] -
+                                st.level_begin[static_cast<std::size_t>(p_level)];
+        const bool quick = quick_ && level_size >= quick_level_packs * st.dp;
         const auto try_rank = [&](std::size_t t) {
           if (t == r) {
             return;
@@ -231,6 +245,31 @@ class bring_home_phase {
               compensate(st, t, r, p, q, d, delta, consider);
             }
           };
+          // A quick trade: at a crowded tied level, in a dense settle by level, the pack t's row
+          // holds at p's level (one away from home there), taken where it fits without
+          // compensation. Reading t's levels instead costs a visit every pack t holds from the
+          // lowest level p can be traded at up to the highest, at such a level some tens: the
+          // settle's allowance (8 units a pack) then lasts a few hundred visits at 16,384 packs.
+          // On the stress set (seeds 1-12 at 16,384 packs) eight fallbacks of `bimodal` 16 x
+          // 1,024 at eps = 0 (its zero-cost packs, 51 a rank) move up to 0.086 of Karmarkar-Karp's
+          // bytes fewer (seed 1: 0.472 instead of 0.558), one 0.003 more; with no search,
+          // `multiples` 16 x 1,024 (some 70 packs a rank at each level) 0.08 instead of 0.94; no
+          // batch of 262,144 packs changes. Tried from 2 packs a rank, `bimodal` 64 x 256 (13
+          // zero-cost packs a rank), whose best trades are often at other levels, moved 0.01-0.02
+          // more. O(1).
+          if (quick) {
+            ++st.work;
+            const std::int32_t in_row =
+                st.away_pack[t * st.k + st.spread_pos[static_cast<std::size_t>(p_level)]];
+            if (in_row >= 0) {
+              const auto q = static_cast<std::size_t>(in_row);
+              trade(q, st.src(q), st.pk[q].cost, st.pk[q].bytes);
+              if (found && best.q == q && best.u == best.v) {
+                return;
+              }
+            }
+          }
+          find_lowest();
           if (!by_level) {
             // t's places in sequence, passing over the packs home (trading one away gains
             // nothing in general) or of a level outside [lowest, highest]; no record is read.
@@ -303,6 +342,16 @@ class bring_home_phase {
     std::size_t q = 0, u = 0, v = 0; // u == v: no compensating trade
     std::int64_t delta = 0;
   };
+
+  // Whether some level holds quick_level_packs packs a rank or more. O(k).
+  static bool crowded_level(const state& st) {
+    for (std::size_t l = 0; l < st.k; ++l) {
+      if (st.level_end[l] - st.level_begin[l] >= quick_level_packs * st.dp) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   // away_: the packs away from home (internal ids) in input order. One pass over the records in
   // their own order marks them by input id; one pass over the marks lists them.
@@ -550,6 +599,8 @@ class bring_home_phase {
   }
 
   static constexpr std::int32_t compensation_pairs = 64;
+  // Packs a rank at a level from which a dense settle tries a quick trade there (see run()).
+  static constexpr std::size_t quick_level_packs = 32;
   static constexpr std::size_t scan_items_up_to = 64;        // levels; see run()
   static constexpr std::size_t capped_settle_from = 8192;    // packs; see run()
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
@@ -564,6 +615,7 @@ class bring_home_phase {
   std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
   bool settling_ = false;                  // the pass is a settle's (dense): see run()
   bool rows_ = false;                      // compensate() reads the rows: see run()
+  bool quick_ = false;                     // quick trades at tied levels: see run()
   std::vector<std::int32_t> away_;         // see list_away
   std::vector<std::uint8_t> away_mark_;    // by input id: see list_away and list_away_heaviest
   static constexpr int away_buckets = 255; // see list_away_heaviest
