@@ -453,9 +453,17 @@ int run(int argc, char** argv) {
               static_cast<long long>(seeds), static_cast<long long>(first_seed), eps_text.c_str(),
               repeat, timed_solve.kept ? "; one solver kept across calls" : "");
   struct worst {
-    double ms = 0, a = 0, a_old = 0, b = 0, limit = 0, lb = -1;
+    double ms = 0, a = 0, a_old = 0, b = -1, limit = 0, lb = -1; // b: -1 without eps = 0
     std::vector<double> moved;
     int hits = 0, batches = 0;
+  };
+  // B / B_KK is read at eps = 0 only: "-" where a cell has no batch there.
+  const auto print_ratio = [](double v) {
+    if (v >= 0) {
+      std::printf(" %7.4f", v);
+    } else {
+      std::printf(" %7s", "-");
+    }
   };
   const auto eps_index = [&](double e) {
     return static_cast<std::size_t>(std::find(eps_list.begin(), eps_list.end(), e) -
@@ -497,8 +505,9 @@ int run(int argc, char** argv) {
         if (w.batches == 0) {
           continue;
         }
-        std::printf("  %-22s %-12s %9.3f %6.2f %7.4f %7.4f %7.4f", dist.c_str(),
-                    shape_name(s).c_str(), w.ms, w.ms / ref, w.a, w.a_old, w.b);
+        std::printf("  %-22s %-12s %9.3f %6.2f %7.4f %7.4f", dist.c_str(), shape_name(s).c_str(),
+                    w.ms, w.ms / ref, w.a, w.a_old);
+        print_ratio(w.b);
         for (const double m : w.moved) {
           std::printf(" %8.3f", m);
         }
@@ -510,8 +519,9 @@ int run(int argc, char** argv) {
         std::printf(" %3d/%-3d%s\n", w.hits, w.batches, w.limit > 1.0 ? "  B ABOVE LIMIT" : "");
       }
     }
-    std::printf("  %-22s %-12s %9.3f %6.2f %7.4f %7.4f %7.4f", "worst", "", all.ms, all.ms / ref,
-                all.a, all.a_old, all.b);
+    std::printf("  %-22s %-12s %9.3f %6.2f %7.4f %7.4f", "worst", "", all.ms, all.ms / ref, all.a,
+                all.a_old);
+    print_ratio(all.b);
     for (const double m : all.moved) {
       std::printf(" %8.3f", m);
     }
