@@ -43,13 +43,12 @@ struct solution {
   std::int64_t stage2_work = 0;
   /// Whether stage 2's search stopped at its deterministic work bound (32 per pack plus 2^19 with
   /// the fallback's allowance after it, up to 16,384 packs; above, the fallback's 8 per pack plus
-  /// 2^16 on top),
-  /// or gave up before it because its repair, at the pace it had gone, could not have ended
-  /// within it (also a count, never a clock). Then stage 2 answers with stage 1's ranks renamed and
-  /// packs brought home within stage 1's balance: A and B as stage 1's, so A == LB_A (mbs = 1) and
-  /// B <= (1 + eps) B_KK still hold. False for a search its review ended (past 8 N + 2^17 units,
-  /// where stage 1 renamed moves within 1/32 of the fewest bytes any answer could; the answer is
-  /// then stage 1 renamed, see docs/algorithms.md).
+  /// 2^16 on top), or gave up before it because its repair, at the pace it had gone, could not
+  /// have ended within it (also a count, never a clock). Then stage 2 answers with stage 1's ranks
+  /// renamed and packs brought home within stage 1's balance: A and B as stage 1's, so A == LB_A
+  /// (mbs = 1) and B <= (1 + eps) B_KK still hold. False for a search its review ended (past 8 N +
+  /// 2^17 units, where stage 1 renamed moves within 1/32 of the fewest bytes any answer could; the
+  /// answer is then stage 1 renamed, see docs/algorithms.md).
   bool stage2_bounded = false;
 };
 

@@ -215,11 +215,7 @@ class bring_home_phase {
           }
           st.work += (p_level - lowest) / 16;
         };
-        // A crowded tied level: `quick_level_packs` packs a rank or more, as costs from a few
-        // values give (a fixed-resolution encoder; levels of equal caps share their packs).
-        const auto level_size = st.level_end[static_cast<std::size_t>(p_level)] -
-                                st.level_begin[static_cast<std::size_t>(p_level)];
-        const bool quick = quick_ && level_size >= quick_level_packs * st.dp;
+        const bool quick = quick_ && crowded(st, static_cast<std::size_t>(p_level));
         const auto try_rank = [&](std::size_t t) {
           if (t == r) {
             return;
@@ -343,10 +339,17 @@ class bring_home_phase {
     std::int64_t delta = 0;
   };
 
-  // Whether some level holds quick_level_packs packs a rank or more. O(k).
+  // Whether level l is a crowded tied level: `quick_level_packs` packs a rank or more, as costs
+  // from a few values give (a fixed-resolution encoder; levels of equal caps share their packs).
+  // O(1).
+  static bool crowded(const state& st, std::size_t l) {
+    return st.level_end[l] - st.level_begin[l] >= quick_level_packs * st.dp;
+  }
+
+  // Whether some level is crowded. O(k).
   static bool crowded_level(const state& st) {
     for (std::size_t l = 0; l < st.k; ++l) {
-      if (st.level_end[l] - st.level_begin[l] >= quick_level_packs * st.dp) {
+      if (crowded(st, l)) {
         return true;
       }
     }

@@ -84,18 +84,17 @@ class repair_pace {
   // chained repairs often succeed late: there, judging early lost more bytes than it saved time;
   // from 4,096 packs, `high-res` 64 x 64 at eps 0 moved 0.503 instead of 0.485.) With many levels
   // and fewer than short_window_below packs the recent window is the last 1/32 to 2/32 of the
-  // allowance
-  // (`samples_short`) instead of 3/32 to 4/32: those repairs stall within a few steps of thousands
-  // of units each, and the longer window kept paying for them (on the stress set at 16,384 packs,
-  // 24 searches give up sooner for the same fallback: `bimodal` 256 x 64 at eps 0 after 0.29 M
-  // units instead of 0.80 M, `pareto` 16 x 1,024 0.37 M instead of 0.79 M; three that succeeded
-  // late take the fallback, moving 0.470 of Karmarkar-Karp's bytes instead of 0.487, 0.722 instead
-  // of 0.723 and 0.234 instead of 0.231; at 32,768 packs 29 of 432 give up sooner, 27.2 M units in
-  // all -> 21.5 M with the five below, and of five late successes three `bimodal` ones move
-  // 0.013-0.015 more, `bimodal` 32 x 1,024 seed 1 0.513 instead of 0.498 in 1.29 times the time).
-  // In larger batches the fallback costs as much as the search left: there a search that succeeds
-  // late (`bimodal` 1,024 x 256 at eps 0.001, 262,144 packs) took 1.47 times as long when it gave
-  // up. Integers and work counts only: every rank gives up at the same step. O(1).
+  // allowance (`samples_short`) instead of 3/32 to 4/32: those repairs stall within a few steps of
+  // thousands of units each, and the longer window kept paying for them (on the stress set at
+  // 16,384 packs, 24 searches give up sooner for the same fallback: `bimodal` 256 x 64 at eps 0
+  // after 0.29 M units instead of 0.80 M, `pareto` 16 x 1,024 0.37 M instead of 0.79 M; three that
+  // succeeded late take the fallback, moving 0.470 of Karmarkar-Karp's bytes instead of 0.487,
+  // 0.722 instead of 0.723 and 0.234 instead of 0.231; at 32,768 packs 29 of 432 give up sooner,
+  // 27.2 M units in all -> 21.5 M with the five below, and of five late successes three `bimodal`
+  // ones move 0.013-0.015 more, `bimodal` 32 x 1,024 seed 1 0.513 instead of 0.498 in 1.29 times
+  // the time). In larger batches the fallback costs as much as the search left: there a search that
+  // succeeds late (`bimodal` 1,024 x 256 at eps 0.001, 262,144 packs) took 1.47 times as long when
+  // it gave up. Integers and work counts only: every rank gives up at the same step. O(1).
   bool hopeless(const state& st) {
     const bool large = st.n >= judged_early_from;
     const bool judge_early = large && st.k >= bold_from_levels;
