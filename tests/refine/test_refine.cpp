@@ -8,6 +8,7 @@
 #include "batches.hpp"
 
 #include <limits>
+#include <numeric>
 #include <vector>
 
 using namespace packswap;
@@ -135,10 +136,66 @@ TEST_CASE("eps outside [0, 1] is refused, naming the value") {
                        doctest::Contains("eps is 2"), error);
 }
 
+TEST_CASE("costs in a finer unit past the search's range get the plan of the coarser unit") {
+  // Costs whose total leaves the search's range (detail::stage2_fits) but which share a factor,
+  // as a finer unit gives (microseconds given in picoseconds): stage 2 runs on the costs divided
+  // by their common factor, so from the same stage 1 its answer is the one those divided costs
+  // get, bit for bit (the coarse costs' own, where they share no factor); stage 1 deals the fine
+  // costs as it deals the coarse ones.
+  prng rng(107);
+  const std::int64_t top = std::numeric_limits<std::int64_t>::max();
+  int searched = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto s = test::random_shape(rng, 24, 48, rng.chance(1, 4) ? 3 : 1);
+    auto coarse = test::random_batch(s, rng(), mix::vlm);
+    std::int64_t factor = 0;
+    std::int64_t total = 0;
+    for (auto& p : coarse) {
+      p.cost = p.cost / 7 * 7 + (rng.chance(1, 3) ? 1 : 0); // a factor of 7 in some batches
+      factor = std::gcd(factor, p.cost);
+      total += p.cost;
+    }
+    if (total == 0) {
+      continue;
+    }
+    // A unit fine enough to leave the range, with the total still within int64.
+    const std::int64_t range = top / (2 * (s.ga + 2));
+    const std::int64_t unit = range / total + 1 + rng.uniform(0, (top / total - range / total) / 2);
+    auto fine = coarse;
+    auto divided = coarse;
+    for (std::size_t p = 0; p < coarse.size(); ++p) {
+      fine[p].cost *= unit;
+      divided[p].cost /= factor;
+    }
+    REQUIRE_FALSE(detail::stage2_fits(total * unit, s, 0, topology{}));
+    const auto mode = rng.chance(1, 4) ? sync_mode::per_step : sync_mode::per_micro_step;
+    const double eps = rng.chance(1, 2) ? 0.0 : 0.01;
+    const auto a1 = balance(test::costs_of(coarse), s, mode);
+    INFO("trial " << trial << " dp=" << s.dp << " ga=" << s.ga << " mbs=" << s.mbs
+                  << " unit=" << unit << " factor=" << factor << " eps=" << eps);
+    const refine_options opt{mode, eps, topology{}};
+    const auto a2 = refine(fine, s, a1, opt);
+    CHECK(a2 == refine(divided, s, a1, opt));
+    if (factor == 1) {
+      CHECK(a2 == refine(coarse, s, a1, opt));
+    }
+    CHECK(balance(test::costs_of(fine), s, mode) == a1);
+    const auto o = run(fine, s, mode, eps);
+    if (mode == sync_mode::per_micro_step && s.mbs == 1) {
+      CHECK(o.stage2.a == o.stage2.lb_a);
+    }
+    CHECK(o.stage2.b <= detail::relax(o.stage1.b, detail::eps_ppm(eps)));
+    searched += o.moved2.weighted_bytes < o.moved1.weighted_bytes ? 1 : 0;
+  }
+  CHECK(searched > 150); // stage 2 moved fewer bytes than stage 1 on most batches
+}
+
 TEST_CASE("stage 2 keeps its guarantees with costs or bytes near the int64 limit") {
-  // Cost or byte totals near the limit make the search stand down for the renaming; just inside
-  // its range, loads leave no room for a rank's load and a place number in one word. Either way
-  // nothing overflows (the sanitizer builds check) and the guarantees hold.
+  // Cost or byte totals near the limit make the search stand down for the renaming, unless the
+  // costs share a factor that brings them within its range (then the search runs on them divided
+  // by it; a cost one above a multiple of the scale breaks the factor in some trials); just
+  // inside its range, loads leave no room for a rank's load and a place number in one word.
+  // Either way nothing overflows (the sanitizer builds check) and the guarantees hold.
   prng rng(103);
   for (int trial = 0; trial < 1500; ++trial) {
     const auto s = test::random_shape(rng, 12, 6, rng.chance(1, 4) ? 3 : 1);
@@ -161,9 +218,13 @@ TEST_CASE("stage 2 keeps its guarantees with costs or bytes near the int64 limit
     const std::int64_t cost_top = rng.chance(1, 2) ? top : top / (2 * (s.ga + 2));
     const std::int64_t cost_scale = huge != 1 ? cost_top / (cost_sum + 1) : 1;
     const std::int64_t byte_scale = huge != 0 ? top / (byte_sum + 1) : 1;
+    const bool factor = rng.chance(1, 2);
     for (auto& p : packs) {
       p.cost *= cost_scale;
       p.bytes *= byte_scale;
+    }
+    if (!factor && cost_scale > 1 && !packs.empty() && packs[0].cost < top) {
+      ++packs[0].cost; // no factor shared with the scale: the total stays within int64
     }
     const double eps = rng.chance(1, 2) ? 0.0 : 0.25 * static_cast<double>(rng.uniform(1, 4));
     const sync_mode mode = rng.chance(1, 4) ? sync_mode::per_step : sync_mode::per_micro_step;

@@ -44,7 +44,8 @@ TEST_CASE("solve returns a verified plan whose metrics match its cells") {
 
 TEST_CASE("solve takes costs and bytes near the int64 limit") {
   // Every sum stays in range (the sanitizer builds check): stage 2 stands down where its own
-  // sums could not.
+  // sums could not, or runs on the costs divided by their common factor (the scale here) where
+  // that brings them within its range.
   prng rng(37);
   constexpr std::int64_t top = std::numeric_limits<std::int64_t>::max();
   for (int trial = 0; trial < 600; ++trial) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -209,9 +210,28 @@ struct refine_scratch {
   std::vector<std::size_t> used;
   rank_matching matching; // the renaming's working memory
   assignment searched;    // the search's answer, while the fallback is weighed against it
+  // Where costs beyond the search's range share a factor: the batch with its costs divided by
+  // it, and stage 1's load profile so divided (see refine_sorted).
+  std::vector<pack_meta> reduced;
+  load_profile reduced_loads;
   std::int64_t work = 0;
   bool bounded = false;
 };
+
+// The greatest common divisor of all costs (0 when every cost is 0). O(N): one remainder per
+// cost, and Euclid's algorithm only where a cost is not a multiple of the divisor so far.
+inline std::int64_t common_cost_factor(span<const pack_meta> packs) {
+  std::int64_t g = 0;
+  for (const auto& p : packs) {
+    if (g == 0 ? p.cost != 0 : p.cost % g != 0) {
+      g = std::gcd(g, p.cost);
+      if (g == 1) {
+        break;
+      }
+    }
+  }
+  return g;
+}
 
 // The weighted bytes stage 1 `a` moves with its ranks renamed by the renaming's matching
 // (`matching`, which keeps the names): O(N + dp log dp).
@@ -243,8 +263,33 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   const byte_totals stage1 =
       bytes_of(packs, opt.topology, [&](std::size_t p) { return a[p].rank; });
   if (!stage2_fits(total_cost, s, stage1.all, opt.topology)) {
-    // Costs or bytes so large that the search's sums could leave int64: renaming stage 1's
-    // ranks alone, which keeps its balance exactly and counts bytes without overflow.
+    // Costs so large that the search's sums could leave int64, where every cost shares a factor
+    // g (costs in a fine unit, as nanoseconds or picoseconds give, or FLOPs with a factor of the
+    // parameter count): stage 2 runs on the costs divided by g. The division is exact, so every
+    // comparison of loads and costs reads as it does on the costs themselves, and so do the
+    // limits: a load L / g of integers is at most floor(C / g) iff L <= C, and relax() commutes
+    // with the division (floor(floor(x) / g) = floor(x / g)), so B and every micro-step cap
+    // hold as on the costs given. The search's decisions are those it makes on the divided costs
+    // (the same plan wherever those costs, given as they are, would be in range). O(N + ga + dp).
+    const std::int64_t g = common_cost_factor(packs);
+    if (g > 1 && stage2_fits(total_cost / g, s, stage1.all, opt.topology)) {
+      ws.reduced.assign(packs.begin(), packs.end());
+      for (auto& p : ws.reduced) {
+        p.cost /= g;
+      }
+      ws.reduced_loads = stage1_loads;
+      for (auto& v : ws.reduced_loads.step_max) {
+        v /= g;
+      }
+      for (auto& v : ws.reduced_loads.rank_sum) {
+        v /= g;
+      }
+      // In range now, so the call below does not come back here, nor touch `reduced`.
+      refine_sorted(ws.reduced, order, s, a, ws.reduced_loads, opt, ws);
+      return;
+    }
+    // Otherwise (or where the bytes are the ones too large): renaming stage 1's ranks alone,
+    // which keeps its balance exactly and counts bytes without overflow.
     a = relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
     return;
   }
@@ -478,8 +523,9 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// is that renaming followed by swaps that bring packs home while every cell stays within its
 /// micro-step's stage-1 maximum and every rank within the B limit. The search and the swaps add
 /// costs and weighted bytes in int64: for batches whose total cost exceeds int64 max / (2 (ga + 2))
-/// or whose byte total exceeds int64 max / (4 * inter-node weight) they stand down, and the answer
-/// is the renaming alone.
+/// they run on the costs divided by their greatest common divisor (exact: the same limits hold)
+/// where that brings the total within it; otherwise, and where the byte total exceeds int64 max /
+/// (4 * inter-node weight), they stand down, and the answer is the renaming alone.
 class refiner {
  public:
   /// The stage-2 assignment for `packs` given stage 1's `stage1`; validates its inputs.
