@@ -5,7 +5,8 @@
 //   packswap-bench-refine-stress [--packs 16384] [--ga 1,4,16,64,256,1024] [--small-dp 1,2,4,8]
 //       [--large 262144,1048576|none] [--mbs 2,4|none] [--shapes DPxGA[xMBS],...]
 //       [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3] [--first-seed 1] [--repeat 3]
-//       [--json FILE] [--write-batches DIR] [--kept] [--flow-work 33554432] [--smoke]
+//       [--json FILE] [--write-batches DIR] [--kept] [--flow-work 33554432] [--cost-unit 1]
+//       [--smoke]
 //
 // Sections: (1) `--packs` packs as dp x ga for every ga of `--ga`, and dp x 1,024 for every dp
 // of `--small-dp`; (2) each pack count of `--large` at ga 16, 64 and 256 (ga 16 alone above
@@ -38,6 +39,8 @@
 // answer and Karmarkar-Karp move as integers; `--write-batches DIR` writes every batch (once per
 // seed) to DIR as the CSV packswap-plan reads, named DIST-DPxGA[xMBS]-sSEED.csv (a ':' in DIST as
 // '_'), for tools that weigh the answers against other bounds (scripts/fewest_within_limit.py).
+// `--cost-unit U` multiplies every batch's costs by U (not the reference's), as a finer unit
+// would give them (10^6: microseconds in picoseconds), where the total stays within int64.
 #include "../../examples/common/cli.hpp"
 
 #include <packswap/balance/batch_csv.hpp>
@@ -199,7 +202,27 @@ constexpr const char* usage =
     "    [--small-dp 1,2,4,8] [--large 262144,1048576|none] [--mbs 2,4|none]\n"
     "    [--shapes DPxGA[xMBS],...] [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3]\n"
     "    [--first-seed 1] [--repeat 3] [--json FILE] [--write-batches DIR] [--kept]\n"
-    "    [--flow-work 33554432] [--smoke]\n";
+    "    [--flow-work 33554432] [--cost-unit 1] [--smoke]\n";
+
+// Multiplies every cost of `packs` by `unit` (--cost-unit); a usage error, naming the batch,
+// where their total would leave int64.
+void scale_costs(std::vector<pack_meta>& packs, std::int64_t unit, const std::string& dist,
+                 const shape& s, std::int64_t seed) {
+  if (unit == 1) {
+    return;
+  }
+  std::int64_t total = 0;
+  for (auto& p : packs) {
+    if (p.cost > (INT64_MAX - total) / unit) {
+      throw packswap::cli::usage_error("--cost-unit " + std::to_string(unit) +
+                                       " takes the total cost of " + dist + " " +
+                                       std::to_string(s.dp) + "x" + std::to_string(s.ga) +
+                                       " seed " + std::to_string(seed) + " past int64");
+    }
+    p.cost *= unit;
+    total += p.cost;
+  }
+}
 
 // Writes `packs` to DIR/DIST-SHAPE-sSEED.csv (see the header comment).
 void write_batch(const std::string& dir, std::string dist, const shape& s, std::int64_t seed,
@@ -305,7 +328,7 @@ int run(int argc, char** argv) {
   const packswap::cli::options opt(argc, argv,
                                    {"packs", "ga", "small-dp", "large", "mbs", "shapes", "dists",
                                     "eps", "seeds", "first-seed", "repeat", "json", "flow-work",
-                                    "write-batches"},
+                                    "write-batches", "cost-unit"},
                                    {"smoke", "kept", "help"});
   if (opt.flag("help")) {
     std::cout << usage;
@@ -349,6 +372,7 @@ int run(int argc, char** argv) {
   solve_timer timed_solve;
   timed_solve.kept = opt.flag("kept");
   const auto flow_work = opt.integer("flow-work", fewest_flow_work, 0, INT64_MAX / 2);
+  const auto cost_unit = opt.integer("cost-unit", 1, 1, INT64_MAX);
   const auto reference = [&](int times) {
     for (int i = 0; i < times; ++i) {
       ref_ms.push_back(timed_solve(ref_batch, ref_shape, {}, sol));
@@ -364,7 +388,8 @@ int run(int argc, char** argv) {
           continue;
         }
         for (std::int64_t seed = first_seed; seed < first_seed + seeds; ++seed) {
-          const auto packs = make_batch(dist, s, static_cast<std::uint64_t>(seed));
+          auto packs = make_batch(dist, s, static_cast<std::uint64_t>(seed));
+          scale_costs(packs, cost_unit, dist, s, seed);
           if (!batches_dir.empty()) {
             write_batch(batches_dir, dist, s, seed, packs);
           }
