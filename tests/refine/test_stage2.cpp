@@ -207,12 +207,12 @@ std::int32_t over_after_redeal(const std::vector<pack_meta>& packs, const shape&
 
 // A stage-2 state over random packs of shape s (costs 0 to 3 ga, random homes; caps 3 (ga - j),
 // so a rank may hold any number of packs of a level), ga packs dealt to each rank at random.
-detail::stage2::state random_dealt_state(prng& rng, const shape& s) {
+detail::stage2::state random_dealt_state(prng& rng, const shape& s, std::int64_t unit = 1) {
   const auto k = static_cast<std::size_t>(s.ga);
   const auto n = static_cast<std::size_t>(s.packs());
   std::vector<pack_meta> packs(n);
   for (std::size_t p = 0; p < n; ++p) {
-    packs[p].cost = rng.uniform(0, static_cast<std::int64_t>(k) * 3);
+    packs[p].cost = rng.uniform(0, static_cast<std::int64_t>(k) * 3) * unit;
     packs[p].bytes = rng.uniform(1, 100);
     packs[p].source_rank = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp)));
   }
@@ -223,7 +223,7 @@ detail::stage2::state random_dealt_state(prng& rng, const shape& s) {
   const auto order = detail::order_desc(costs); // by cost descending, ties by id
   std::vector<std::int64_t> caps(k);
   for (std::size_t j = 0; j < k; ++j) { // non-increasing, caps[0] above every cost
-    caps[j] = static_cast<std::int64_t>(3 * (k - j));
+    caps[j] = static_cast<std::int64_t>(3 * (k - j)) * unit;
   }
   detail::stage2::state st;
   st.prepare(packs, s, topology{}, caps, 0, order);
@@ -456,15 +456,22 @@ TEST_CASE("state keeps the rows of packs away from home exact through swaps") {
   // Random deals (a rank may hold any number of packs of a level, some of them home), the rows
   // built, then random swaps: after each, every row entry of both ranks is a pack of that level
   // on that rank away from home, with its cost less the level's cheapest, exactly where the rank
-  // holds one (state::ensure_away_rows); and so after the lists and the rows are rebuilt.
+  // holds one (state::ensure_away_rows); and so after the lists and the rows are rebuilt. Half
+  // the trials in a unit so fine that the offsets need 64 bits (state::wide_rows).
   prng rng(29);
   for (int trial = 0; trial < 40; ++trial) {
     const shape s{static_cast<std::int32_t>(rng.uniform(2, 6)),
                   static_cast<std::int32_t>(rng.uniform(1, 120)), 1};
-    auto st = random_dealt_state(rng, s);
+    const bool wide = trial % 2 == 1;
+    auto st = random_dealt_state(rng, s, wide ? std::int64_t{1} << 30 : 1);
     const std::size_t k = st.k;
     st.ensure_away_rows();
-    REQUIRE(st.rows_fit());
+    REQUIRE(st.wide_rows() == (wide && st.widest_spread[0] > 0));
+    const auto offset_at = [&](std::size_t at) {
+      return st.wide_rows() ? st.away_offset_wide[at] : std::int64_t{st.away_offset[at]};
+    };
+    const std::int64_t none =
+        st.wide_rows() ? detail::stage2::state::no_offset_wide : detail::stage2::state::no_offset;
     const auto check_rank = [&](std::size_t r) {
       for (std::size_t l = 0; l < k; ++l) {
         const std::size_t at = r * k + st.spread_pos[l];
@@ -478,7 +485,7 @@ TEST_CASE("state keeps the rows of packs away from home exact through swaps") {
         INFO("rank " << r << " level " << l << " away " << away);
         if (away == 0) {
           CHECK(st.away_pack[at] == -1);
-          CHECK(st.away_offset[at] == detail::stage2::state::no_offset);
+          CHECK(offset_at(at) == none);
           continue;
         }
         REQUIRE(st.away_pack[at] >= 0);
@@ -486,7 +493,7 @@ TEST_CASE("state keeps the rows of packs away from home exact through swaps") {
         CHECK(st.pk[p].rank == static_cast<std::int32_t>(r));
         CHECK(st.pk[p].level == static_cast<std::int32_t>(l));
         CHECK(st.src(p) != r);
-        CHECK(st.away_offset[at] == st.pk[p].cost - st.spread_floor[st.spread_pos[l]]);
+        CHECK(offset_at(at) == st.pk[p].cost - st.spread_floor[st.spread_pos[l]]);
       }
     };
     for (int op = 0; op < 150; ++op) {
@@ -943,6 +950,39 @@ TEST_CASE("at crowded tied levels the settle tries the pack a row holds first") 
     INFO("seed=" << seed << " moved " << a.before << " -> " << after << " in " << work << " units");
     CHECK(10 * after < a.before);
     CHECK(work <= a.allowance + 16 * s.ga + 16384);
+  }
+}
+
+TEST_CASE("the settle's rows take levels whose spread passes their 32-bit offsets") {
+  // The high-res preset on 256 ranks of 64 levels at eps = 0 (as below), with its costs in
+  // nanoseconds: the widest levels' spreads pass 2^28 units, and the rows hold 64-bit offsets
+  // (state::wide_rows). The settle takes the same trades as in microseconds, with the same work
+  // (0.45-0.50 of the renamed stage 1's bytes); weighing its pairs one by one, 0.59-0.66.
+  const shape s{256, 64, 1};
+  for (int seed = 1; seed <= 3; ++seed) {
+    auto packs = preset_batch("high-res", s, static_cast<std::uint64_t>(seed));
+    const auto micro = settle_start_of(packs, s);
+    for (auto& p : packs) {
+      p.cost *= 1000;
+    }
+    // Some level (a run of dp packs by cost) spans 2^28 units or more.
+    std::vector<std::int64_t> costs = test::costs_of(packs);
+    std::sort(costs.begin(), costs.end(), std::greater<>());
+    std::int64_t widest = 0;
+    for (std::size_t j = 0; j + 1 < costs.size(); j += static_cast<std::size_t>(s.dp)) {
+      widest = std::max(widest, costs[j] - costs[j + static_cast<std::size_t>(s.dp) - 1]);
+    }
+    REQUIRE(widest >= detail::stage2::state::offset_bound);
+    const auto nano = settle_start_of(packs, s);
+    std::int64_t work_micro = 0;
+    std::int64_t work_nano = 0;
+    const std::int64_t in_micro = settled(micro, s, micro.allowance, work_micro);
+    const std::int64_t in_nano = settled(nano, s, nano.allowance, work_nano);
+    INFO("seed=" << seed << " renamed " << nano.before << " settled in us " << in_micro << " in ns "
+                 << in_nano);
+    CHECK(100 * in_nano < 51 * nano.before);
+    CHECK(in_nano == in_micro);
+    CHECK(work_nano == work_micro);
   }
 }
 

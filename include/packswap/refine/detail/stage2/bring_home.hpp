@@ -95,7 +95,7 @@ class bring_home_phase {
     settling_ = dense;
     const bool rows_few = !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k &&
                           (st.n <= rows_settle_up_to || st.k >= rows_settle_levels_from);
-    rows_ = st.rows_fit() && (by_level || rows_few);
+    rows_ = by_level || rows_few;
     // A dense settle by level tries the pack a row holds first, at crowded tied levels (see
     // try_rank), where the batch has any. O(k) to tell.
     quick_ = dense && by_level && rows_ && crowded_level(st);
@@ -526,11 +526,14 @@ class bring_home_phase {
   // holds one pack per level, so where several of a rank's packs of a level are away from home, one
   // of them pairs. Work: one unit per 32 levels read (the rows of 32-bit offsets are read in
   // sequence and compared several at a time), one per block of 16 holding a pair that fits, one per
-  // pair weighed. Counted so, the settles after a search gives up took 0.98-1.03 times the time of
-  // the pairs weighed one by one up to 65,536 packs, and 1.09-1.19 at 262,144 packs (paired runs),
-  // where more of their trades succeed (each moves four packs) and the rows (4 bytes per pack) come
-  // from further out than the caches; the searches that succeed there took 0.91 (`vlm-pretrain`
-  // 1,024 x 256).
+  // pair weighed. Where a level's spread passes 32 bits (costs in nanoseconds or finer, giant
+  // packs) the offsets are 64-bit, counted alike: before, such batches weighed the pairs one by one
+  // (`high-res` 256 x 64 in nanoseconds: 0.64 of Karmarkar-Karp's bytes, 0.48 in microseconds).
+  // Counted so, the settles after a search gives up took 0.98-1.03 times the time of the pairs
+  // weighed one by one up to 65,536 packs, and 1.09-1.19 at 262,144 packs (paired runs), where more
+  // of their trades succeed (each moves four packs) and the rows (4 bytes per pack) come from
+  // further out than the caches; the searches that succeed there took 0.91 (`vlm-pretrain` 1,024 x
+  // 256).
   template <class Consider>
   void compensate_by_rows(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
                           std::int64_t need, std::int64_t e_lo, std::int64_t e_hi,
@@ -541,20 +544,43 @@ class bring_home_phase {
         std::partition_point(spreads, spreads + static_cast<std::ptrdiff_t>(st.spread_levels),
                              [&](std::int64_t spread) { return spread >= need; }) -
         spreads);
+    // Counted alike with 32- and 64-bit offsets (the scan is a small part of a visit), so that
+    // costs given in a finer unit (exact multiples) take the same pairs with the same work.
     st.work += static_cast<std::int64_t>(wide / 32 + 1);
+    if (st.wide_rows()) {
+      weigh_rows(st, t, r, p, q, wide, delta,
+                 row_fits(&st.away_offset_wide[t * st.k], &st.away_offset_wide[r * st.k],
+                          state::no_offset_wide, e_lo, e_hi),
+                 consider);
+      return;
+    }
     // The difference of two packs of a level lies within its spread, below offset_bound: the
     // range clamped to twice that keeps every difference that fits, in 32 bits.
     constexpr std::int64_t clamp = 2 * state::offset_bound;
     const auto lo = static_cast<std::int32_t>(std::clamp(e_lo, -clamp, clamp));
     const auto hi = static_cast<std::int32_t>(std::clamp(e_hi, -clamp, clamp));
-    const std::int32_t* t_row = &st.away_offset[t * st.k];
-    const std::int32_t* r_row = &st.away_offset[r * st.k];
-    const auto fits = [&](std::size_t i) {
-      const std::int32_t e = t_row[i] - r_row[i];
-      return static_cast<int>(t_row[i] != state::no_offset) &
-             static_cast<int>(r_row[i] != state::no_offset) & static_cast<int>(e >= lo) &
-             static_cast<int>(e <= hi);
+    weigh_rows(
+        st, t, r, p, q, wide, delta,
+        row_fits(&st.away_offset[t * st.k], &st.away_offset[r * st.k], state::no_offset, lo, hi),
+        consider);
+  }
+
+  // Whether level i's pair of two rows' offsets (T: 32 or 64 bits, `none` where a row holds no
+  // pack) differs by an amount in [lo, hi]: no branch, so a block of levels is compared at once.
+  template <class T>
+  static auto row_fits(const T* t_row, const T* r_row, T none, T lo, T hi) {
+    return [=](std::size_t i) {
+      const T e = static_cast<T>(t_row[i] - r_row[i]);
+      return static_cast<int>(t_row[i] != none) & static_cast<int>(r_row[i] != none) &
+             static_cast<int>(e >= lo) & static_cast<int>(e <= hi);
     };
+  }
+
+  // compensate_by_rows' weighing, for a `fits(i)` of either width: the levels [0, wide) in
+  // blocks of 16, the pairs that fit weighed in order (see there).
+  template <class Fits, class Consider>
+  void weigh_rows(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
+                  std::size_t wide, std::int64_t delta, const Fits& fits, Consider&& consider) {
     std::int32_t pairs = std::min(settling_ ? 1 : compensation_pairs, pairs_left_);
     for (std::size_t block = 0; block < wide && pairs > 0; block += 16) {
       const std::size_t end = std::min(wide, block + 16);

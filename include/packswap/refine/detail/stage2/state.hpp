@@ -456,17 +456,22 @@ struct state {
   // (bring_home_phase::compensate_by_rows): away_pack[r * k + spread_pos[l]] is a pack of level
   // l on rank r away from home (-1 if none) and away_offset beside it its cost less the level's
   // cheapest (`no_offset` if none), so that two ranks' rows read in sequence give the cost
-  // difference of a pair of their packs at every level, in 32 bits. Built here in O(dp k) (plus
-  // the home packs passed on the level lists); link() and unlink() keep them while the level
-  // lists live, O(1) per change (plus those home packs where the row's pack leaves). Only for
-  // batches whose level spreads fit (`rows_fit`).
+  // difference of a pair of their packs at every level, in 32 bits; where some level's spread is
+  // offset_bound or more (costs in a fine unit, or a few giant packs: `wide_rows()`), in 64 bits,
+  // in away_offset_wide (`no_offset_wide` if none). Built here in O(dp k) (plus the home packs
+  // passed on the level lists); link() and unlink() keep them while the level lists live, O(1)
+  // per change (plus those home packs where the row's pack leaves).
   void ensure_away_rows() {
     ensure_levels();
     if (rows_live) {
       return;
     }
     away_pack.assign(dp * k, -1);
-    away_offset.assign(dp * k, no_offset);
+    if (wide_rows()) {
+      away_offset_wide.assign(dp * k, no_offset_wide);
+    } else {
+      away_offset.assign(dp * k, no_offset);
+    }
     rows_live = true;
     for (std::size_t r = 0; r < dp; ++r) {
       for (std::size_t l = 0; l < k; ++l) {
@@ -475,20 +480,32 @@ struct state {
     }
     work += static_cast<std::int64_t>(dp * k / 16 + dp);
   }
-  bool rows_fit() const { return k == 0 || widest_spread[0] < offset_bound; }
+  // Whether the rows' offsets are 64-bit: some level's spread does not fit 32 bits (see
+  // ensure_away_rows). O(1).
+  bool wide_rows() const { return k != 0 && widest_spread[0] >= offset_bound; }
 
   static constexpr std::int32_t no_offset = 1 << 29;
+  static constexpr std::int64_t no_offset_wide = -1;
   static constexpr std::int64_t offset_bound = std::int64_t{1} << 28; // spreads below it fit
 
   void set_away_row(std::size_t r, std::size_t pos, std::size_t p) {
     away_pack[r * k + pos] = static_cast<std::int32_t>(p);
-    away_offset[r * k + pos] = static_cast<std::int32_t>(pk[p].cost - spread_floor[pos]);
+    const std::int64_t offset = pk[p].cost - spread_floor[pos];
+    if (wide_rows()) {
+      away_offset_wide[r * k + pos] = offset;
+    } else {
+      away_offset[r * k + pos] = static_cast<std::int32_t>(offset);
+    }
   }
   // Rank r's row at level l from its level list: the first pack there away from home.
   void find_away_row(std::size_t r, std::size_t l) {
     const std::size_t pos = spread_pos[l];
     away_pack[r * k + pos] = -1;
-    away_offset[r * k + pos] = no_offset;
+    if (wide_rows()) {
+      away_offset_wide[r * k + pos] = no_offset_wide;
+    } else {
+      away_offset[r * k + pos] = no_offset;
+    }
     if (away_at[r * k + pos] == 0) {
       return;
     }
@@ -582,6 +599,7 @@ struct state {
   // a last phase that reads neither (see bring_home_phase::run), set again by reset().
   bool places_live = true;
   std::vector<std::int32_t> away_pack, away_offset; // see ensure_away_rows()
+  std::vector<std::int64_t> away_offset_wide;       // the same, where wide_rows()
   bool rows_live = false;
 
   // Work: the candidates and items the searches read, counted so that a solve can stop at a
