@@ -269,8 +269,8 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
     // comparison of loads and costs reads as it does on the costs themselves, and so do the
     // limits: a load L / g of integers is at most floor(C / g) iff L <= C, and relax() commutes
     // with the division (floor(floor(x) / g) = floor(x / g)), so B and every micro-step cap
-    // hold as on the costs given. The search's decisions are those it makes on the divided costs
-    // (the same plan wherever those costs, given as they are, would be in range). O(N + ga + dp).
+    // hold as on the costs given. The answer is the one the divided costs get, given as they are
+    // (tests/refine/test_refine.cpp). O(N + ga + dp).
     const std::int64_t g = common_cost_factor(packs);
     if (g > 1 && stage2_fits(total_cost / g, s, stage1.all, opt.topology)) {
       ws.reduced.assign(packs.begin(), packs.end());
