@@ -514,6 +514,17 @@ class bring_home_phase {
     }
   }
 
+  // Whether level i's pair of two rows' offsets (T: 32 or 64 bits, `none` where a row holds no
+  // pack) differs by an amount in [lo, hi]: no branch, so a block of levels is compared at once.
+  template <class T>
+  static auto row_fits(const T* t_row, const T* r_row, T none, T lo, T hi) {
+    return [=](std::size_t i) {
+      const T e = static_cast<T>(t_row[i] - r_row[i]);
+      return static_cast<int>(t_row[i] != none) & static_cast<int>(r_row[i] != none) &
+             static_cast<int>(e >= lo) & static_cast<int>(e <= hi);
+    };
+  }
+
   // compensate() with many levels (and in the settles with few that run() names): the pairs read
   // from the rows of t and r (state::ensure_away_rows), over the levels whose spread reaches `need`
   // (widest first, as above), 16 levels at a time with no branch; only the pairs whose difference
@@ -563,17 +574,6 @@ class bring_home_phase {
         st, t, r, p, q, wide, delta,
         row_fits(&st.away_offset[t * st.k], &st.away_offset[r * st.k], state::no_offset, lo, hi),
         consider);
-  }
-
-  // Whether level i's pair of two rows' offsets (T: 32 or 64 bits, `none` where a row holds no
-  // pack) differs by an amount in [lo, hi]: no branch, so a block of levels is compared at once.
-  template <class T>
-  static auto row_fits(const T* t_row, const T* r_row, T none, T lo, T hi) {
-    return [=](std::size_t i) {
-      const T e = static_cast<T>(t_row[i] - r_row[i]);
-      return static_cast<int>(t_row[i] != none) & static_cast<int>(r_row[i] != none) &
-             static_cast<int>(e >= lo) & static_cast<int>(e <= hi);
-    };
   }
 
   // compensate_by_rows' weighing, for a `fits(i)` of either width: the levels [0, wide) in
