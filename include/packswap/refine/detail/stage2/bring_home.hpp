@@ -98,8 +98,8 @@ class bring_home_phase {
     rows_ = by_level || rows_few;
     // A dense settle by level tries the pack a row holds first, at crowded tied levels (see
     // try_rank), where the batch has any. O(k) to tell.
-    quick_ = dense && by_level && rows_ && crowded_level(st);
-    if ((rows_ && rows_few) || quick_) {
+    quick_ = dense && by_level && crowded_level(st);
+    if (rows_few || quick_) {
       st.ensure_away_rows();
     } else if (by_level) {
       st.ensure_levels();
@@ -416,9 +416,9 @@ class bring_home_phase {
   // t and lets the loads overflow: a same-level trade u (on t) <-> v (on r) of two packs both
   // away from home (moving them again costs nothing in general) carrying e = cost(u) - cost(v)
   // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
-  // at most its spread: the levels are tried widest first and only while their spread can reach
-  // the range, at most `compensation_pairs` pairs in all (with few levels, every item of t once;
-  // with many, and in the settles run() names, only the pairs that fit, read from rows:
+  // at most its spread: only levels whose spread can reach the range are tried (with few levels
+  // and no rows, every item of t once; with many, and in the settles run() names, at most
+  // `compensation_pairs` pairs, only those that fit, read from the rows widest level first:
   // compensate_by_rows).
   template <class Consider>
   void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
@@ -430,86 +430,45 @@ class bring_home_phase {
     if (st.spread_levels == 0 || st.widest_spread[0] < need) {
       return; // no level's spread reaches the range
     }
-    if (!rows_ && st.k <= scan_items_up_to) {
-      // Few levels: t's items in sequence, each u of a level whose spread reaches the range
-      // paired with r's away-from-home pack of its level (`movable_`, indexed once per p).
-      // Read once: `consider` writes through references the compiler cannot tell apart.
-      const state::item* t_items = &st.items[t * st.k];
-      const state::item* r_items = &st.items[r * st.k];
-      const std::size_t t_used = st.used[t];
-      const std::int64_t* spread = st.level_spread.data();
-      st.work += static_cast<std::int64_t>(t_used / 16 + 1);
-      if (movable_for_ != p) {
-        index_movable(st, r, p);
-        movable_for_ = p;
-      }
-      const std::int32_t* movable = movable_.data();
-      // The items that pair, listed first without a branch (see run()), then weighed in order.
-      std::size_t m = 0;
-      for (std::size_t a = 0; a < t_used; ++a) {
-        const auto l = static_cast<std::size_t>(t_items[a].level);
-        pairing_[m] = static_cast<std::int32_t>(a);
-        m += static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].pack) != q) &
-             static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].home) != t) &
-             static_cast<std::size_t>(spread[l] >= need) &
-             static_cast<std::size_t>(movable[l] >= 0);
-      }
-      for (std::size_t j = 0; j < m; ++j) {
-        const state::item& u = t_items[pairing_[j]];
-        if (pairs_left_ <= 0) {
-          return;
-        }
-        --pairs_left_;
-        ++st.work;
-        const state::item& v = r_items[movable[static_cast<std::size_t>(u.level)]];
-        const std::int64_t e = u.cost - v.cost;
-        if (e >= e_lo && e <= e_hi) {
-          consider(move{q, static_cast<std::size_t>(u.pack), static_cast<std::size_t>(v.pack),
-                        delta + st.swap_delta(u, t, v, r)});
-        }
-      }
-      return;
-    }
     if (rows_) {
       compensate_by_rows(st, t, r, p, q, need, e_lo, e_hi, delta, consider);
       return;
     }
-    st.ensure_levels();
-    std::int32_t pairs = std::min(compensation_pairs, pairs_left_);
-    // The levels widest first, their away counts in sequence (see state::away_at).
-    const std::size_t q_at = st.spread_pos[static_cast<std::size_t>(st.pk[q].level)];
-    const std::size_t p_at = st.spread_pos[static_cast<std::size_t>(st.pk[p].level)];
-    const std::int32_t* t_away = &st.away_at[t * st.k];
-    const std::int32_t* r_away = &st.away_at[r * st.k];
-    for (std::size_t i = 0; i < st.spread_levels; ++i) {
-      if (st.widest_spread[i] < need || pairs <= 0) {
-        return; // nor any narrower level
+    // Few levels (without rows, k <= scan_items_up_to): t's items in sequence, each u of a level
+    // whose spread reaches the range paired with r's away-from-home pack of its level (`movable_`,
+    // indexed once per p). Read once: `consider` writes through references the compiler cannot tell
+    // apart.
+    const state::item* t_items = &st.items[t * st.k];
+    const state::item* r_items = &st.items[r * st.k];
+    const std::size_t t_used = st.used[t];
+    const std::int64_t* spread = st.level_spread.data();
+    st.work += static_cast<std::int64_t>(t_used / 16 + 1);
+    if (movable_for_ != p) {
+      index_movable(st, r, p);
+      movable_for_ = p;
+    }
+    const std::int32_t* movable = movable_.data();
+    // The items that pair, listed first without a branch (see run()), then weighed in order.
+    std::size_t m = 0;
+    for (std::size_t a = 0; a < t_used; ++a) {
+      const auto l = static_cast<std::size_t>(t_items[a].level);
+      pairing_[m] = static_cast<std::int32_t>(a);
+      m += static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].pack) != q) &
+           static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].home) != t) &
+           static_cast<std::size_t>(spread[l] >= need) & static_cast<std::size_t>(movable[l] >= 0);
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      const state::item& u = t_items[pairing_[j]];
+      if (pairs_left_ <= 0) {
+        return;
       }
-      // A level where either rank has no pack away from home but q or p gives no pair.
-      if (t_away[i] - (i == q_at ? 1 : 0) <= 0 || r_away[i] - (i == p_at ? 1 : 0) <= 0) {
-        continue;
-      }
-      const std::size_t l = st.spread_order[i];
-      for (std::int32_t u = st.at_level[t * st.k + l]; u >= 0 && pairs > 0;
-           u = st.next_at_level[static_cast<std::size_t>(u)]) {
-        const auto uu = static_cast<std::size_t>(u);
-        if (uu == q || st.src(uu) == t) {
-          continue;
-        }
-        for (std::int32_t v = st.at_level[r * st.k + l]; v >= 0 && pairs > 0;
-             v = st.next_at_level[static_cast<std::size_t>(v)]) {
-          const auto vv = static_cast<std::size_t>(v);
-          if (vv == p || st.src(vv) == r) {
-            continue;
-          }
-          --pairs;
-          --pairs_left_;
-          ++st.work;
-          const std::int64_t e = st.pk[uu].cost - st.pk[vv].cost;
-          if (e >= e_lo && e <= e_hi) {
-            consider(move{q, uu, vv, delta + st.swap_delta(uu, t, vv, r)});
-          }
-        }
+      --pairs_left_;
+      ++st.work;
+      const state::item& v = r_items[movable[static_cast<std::size_t>(u.level)]];
+      const std::int64_t e = u.cost - v.cost;
+      if (e >= e_lo && e <= e_hi) {
+        consider(move{q, static_cast<std::size_t>(u.pack), static_cast<std::size_t>(v.pack),
+                      delta + st.swap_delta(u, t, v, r)});
       }
     }
   }
