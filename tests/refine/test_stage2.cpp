@@ -207,12 +207,17 @@ std::int32_t over_after_redeal(const std::vector<pack_meta>& packs, const shape&
 
 // A stage-2 state over random packs of shape s (costs 0 to 3 ga, random homes; caps 3 (ga - j),
 // so a rank may hold any number of packs of a level), ga packs dealt to each rank at random.
-detail::stage2::state random_dealt_state(prng& rng, const shape& s, std::int64_t unit = 1) {
+// `few`: costs from three values only (0, k and 3k units), so that the first and last levels hold
+// about a third of the packs each, as ties across many levels give.
+detail::stage2::state random_dealt_state(prng& rng, const shape& s, std::int64_t unit = 1,
+                                         bool few = false) {
   const auto k = static_cast<std::size_t>(s.ga);
   const auto n = static_cast<std::size_t>(s.packs());
   std::vector<pack_meta> packs(n);
   for (std::size_t p = 0; p < n; ++p) {
-    packs[p].cost = rng.uniform(0, static_cast<std::int64_t>(k) * 3) * unit;
+    const auto kk = static_cast<std::int64_t>(k);
+    const std::int64_t three[] = {0, kk, 3 * kk};
+    packs[p].cost = (few ? three[rng.below(3)] : rng.uniform(0, kk * 3)) * unit;
     packs[p].bytes = rng.uniform(1, 100);
     packs[p].source_rank = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(s.dp)));
   }
@@ -454,19 +459,24 @@ TEST_CASE("rebuild_places lists every rank's packs after swaps that left the pla
 
 TEST_CASE("state keeps the rows of packs away from home exact through swaps") {
   // Random deals (a rank may hold any number of packs of a level, some of them home), the rows
-  // built, then random swaps: after each, every row entry of both ranks is a pack of that level
-  // on that rank away from home, with its cost less the level's cheapest, exactly where the rank
-  // holds one (state::ensure_away_rows); and so after the lists and the rows are rebuilt. Half
-  // the trials in a unit so fine that the offsets need 64 bits (state::wide_rows).
+  // built, then random swaps: after each, every row entry of both ranks is the first pack of its
+  // level list away from home (so that the rows' answers do not depend on how they are kept),
+  // with its cost less the level's cheapest, exactly where the rank holds one
+  // (state::ensure_away_rows); and so after the lists and the rows are rebuilt. Half the trials in
+  // a unit so fine that the offsets need 64 bits (state::wide_rows); half with costs from three
+  // values, whose crowded levels link their away packs (state::away_listed).
   prng rng(29);
-  for (int trial = 0; trial < 40; ++trial) {
+  int listed = 0;
+  for (int trial = 0; trial < 80; ++trial) {
     const shape s{static_cast<std::int32_t>(rng.uniform(2, 6)),
                   static_cast<std::int32_t>(rng.uniform(1, 120)), 1};
     const bool wide = trial % 2 == 1;
-    auto st = random_dealt_state(rng, s, wide ? std::int64_t{1} << 30 : 1);
+    const bool few = trial % 4 >= 2;
+    auto st = random_dealt_state(rng, s, wide ? std::int64_t{1} << 30 : 1, few);
     const std::size_t k = st.k;
     st.ensure_away_rows();
     REQUIRE(st.wide_rows() == (wide && st.widest_spread[0] > 0));
+    listed += st.any_listed ? 1 : 0;
     const auto offset_at = [&](std::size_t at) {
       return st.wide_rows() ? st.away_offset_wide[at] : std::int64_t{st.away_offset[at]};
     };
@@ -493,6 +503,11 @@ TEST_CASE("state keeps the rows of packs away from home exact through swaps") {
         CHECK(st.pk[p].rank == static_cast<std::int32_t>(r));
         CHECK(st.pk[p].level == static_cast<std::int32_t>(l));
         CHECK(st.src(p) != r);
+        std::int32_t first = st.at_level[r * k + l];
+        while (first >= 0 && st.src(static_cast<std::size_t>(first)) == r) {
+          first = st.next_at_level[static_cast<std::size_t>(first)];
+        }
+        CHECK(st.away_pack[at] == first);
         CHECK(offset_at(at) == st.pk[p].cost - st.spread_floor[st.spread_pos[l]]);
       }
     };
@@ -516,6 +531,7 @@ TEST_CASE("state keeps the rows of packs away from home exact through swaps") {
       check_rank(r);
     }
   }
+  CHECK(listed >= 10); // the linked path ran
 }
 
 TEST_CASE("stage 2's work stays under its bound on the stress set, and its answers keep A and B") {

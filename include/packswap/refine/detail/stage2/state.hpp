@@ -34,7 +34,9 @@ namespace packswap::detail::stage2 {
 /// for packs of levels a and b, w the levels below min(a, b) down to the rank's previous full
 /// level (where full_from is up to date; else O(1), the rebuild left to full_from);
 /// level_excess(r) O(1) for a rank that crowds no level, else O(k); index_levels() O(n + dp k);
-/// ensure_away_rows() O(dp k) plus the home packs its walks pass.
+/// ensure_away_rows() O(n + dp k); link() O(1); unlink() O(1), plus at a level of fewer than
+/// `listed_from` packs a rank on average the home packs of its list passed where the row's pack
+/// leaves.
 struct state {
   // How far ahead the passes over packs in input order fetch pack records.
   static constexpr std::size_t prefetch_distance = 8;
@@ -420,36 +422,61 @@ struct state {
   }
 
   void link(std::size_t p, std::size_t r) {
-    const std::size_t pos = spread_pos[static_cast<std::size_t>(pk[p].level)];
+    const auto l = static_cast<std::size_t>(pk[p].level);
+    const std::size_t pos = spread_pos[l];
     away_at[r * k + pos] += src(p) != r ? 1 : 0;
     if (rows_live && src(p) != r) {
+      // At the head of the level list: the rank's first pack away from home at its level.
+      if (any_listed && away_listed[l] != 0) {
+        push_front(away_head[r * k + l], away_next, away_prev, p);
+      }
       set_away_row(r, pos, p);
     }
-    std::int32_t& head = at_level[r * k + static_cast<std::size_t>(pk[p].level)];
-    prev_at_level[p] = -1;
-    next_at_level[p] = head;
-    if (head >= 0) {
-      prev_at_level[static_cast<std::size_t>(head)] = static_cast<std::int32_t>(p);
-    }
-    head = static_cast<std::int32_t>(p);
+    push_front(at_level[r * k + l], next_at_level, prev_at_level, p);
   }
 
   void unlink(std::size_t p, std::size_t r) {
-    const std::size_t at = r * k + spread_pos[static_cast<std::size_t>(pk[p].level)];
+    const auto l = static_cast<std::size_t>(pk[p].level);
+    const std::size_t at = r * k + spread_pos[l];
     away_at[at] -= src(p) != r ? 1 : 0;
-    const std::int32_t before = prev_at_level[p];
-    const std::int32_t after = next_at_level[p];
+    erase(at_level[r * k + l], next_at_level, prev_at_level, p);
+    if (!rows_live) {
+      return;
+    }
+    if (any_listed && away_listed[l] != 0) {
+      // Where p was the row's pack, the next one away from home in the list takes its place.
+      if (src(p) != r && erase(away_head[r * k + l], away_next, away_prev, p)) {
+        set_row_from_head(r, l);
+      }
+    } else if (away_pack[at] == static_cast<std::int32_t>(p)) {
+      find_away_row(r, l);
+    }
+  }
+
+  // p at the front of a doubly linked list (its head, and the links of every pack), and out of it
+  // again: whether p was at its front. O(1).
+  static void push_front(std::int32_t& head, std::vector<std::int32_t>& next,
+                         std::vector<std::int32_t>& prev, std::size_t p) {
+    prev[p] = -1;
+    next[p] = head;
+    if (head >= 0) {
+      prev[static_cast<std::size_t>(head)] = static_cast<std::int32_t>(p);
+    }
+    head = static_cast<std::int32_t>(p);
+  }
+  static bool erase(std::int32_t& head, std::vector<std::int32_t>& next,
+                    std::vector<std::int32_t>& prev, std::size_t p) {
+    const std::int32_t before = prev[p];
+    const std::int32_t after = next[p];
     if (before >= 0) {
-      next_at_level[static_cast<std::size_t>(before)] = after;
+      next[static_cast<std::size_t>(before)] = after;
     } else {
-      at_level[r * k + static_cast<std::size_t>(pk[p].level)] = after;
+      head = after;
     }
     if (after >= 0) {
-      prev_at_level[static_cast<std::size_t>(after)] = before;
+      prev[static_cast<std::size_t>(after)] = before;
     }
-    if (rows_live && away_pack[at] == static_cast<std::int32_t>(p)) {
-      find_away_row(r, static_cast<std::size_t>(pk[p].level));
-    }
+    return before < 0;
   }
 
   // Rows of the packs away from home, by level, for the bring-home's compensating pairs
@@ -458,9 +485,15 @@ struct state {
   // cheapest (`no_offset` if none), so that two ranks' rows read in sequence give the cost
   // difference of a pair of their packs at every level, in 32 bits; where some level's spread is
   // offset_bound or more (costs in a fine unit, or a few giant packs: `wide_rows()`), in 64 bits,
-  // in away_offset_wide (`no_offset_wide` if none). Built here in O(dp k) (plus the home packs
-  // passed on the level lists); link() and unlink() keep them while the level lists live, O(1)
-  // per change (plus those home packs where the row's pack leaves).
+  // in away_offset_wide (`no_offset_wide` if none). The row's pack is the first away from home
+  // in the rank's level list. When it leaves, the next one takes its place: found by a walk past
+  // the list's home packs, except at levels of `listed_from` packs a rank or more (ties across
+  // many levels share their packs), whose away packs are linked in the list's order too
+  // (away_head), so that it takes O(1) there. (Walked, a tied level holding most of a rank's
+  // packs took hundreds of steps a trade once most of them were home: `text_heavy` 16 x 1,024
+  // at eps = 0 spent 57% of its solve there. Linked at every level, the batches without such
+  // levels took 2.5% longer.) Built here in O(n + dp k); link() and unlink() keep them while the
+  // level lists live.
   void ensure_away_rows() {
     ensure_levels();
     if (rows_live) {
@@ -472,10 +505,25 @@ struct state {
     } else {
       away_offset.assign(dp * k, no_offset);
     }
+    away_listed.assign(k, 0);
+    any_listed = false;
+    for (std::size_t l = 0; l < k; ++l) {
+      away_listed[l] = level_end[l] - level_begin[l] >= listed_from * dp ? 1 : 0;
+      any_listed |= away_listed[l] != 0;
+    }
+    if (any_listed) {
+      away_head.assign(dp * k, -1);
+      away_next.resize(n);
+      away_prev.resize(n);
+    }
     rows_live = true;
     for (std::size_t r = 0; r < dp; ++r) {
       for (std::size_t l = 0; l < k; ++l) {
-        find_away_row(r, l);
+        if (away_listed[l] != 0) {
+          list_away_row(r, l);
+        } else {
+          find_away_row(r, l);
+        }
       }
     }
     work += static_cast<std::int64_t>(dp * k / 16 + dp);
@@ -487,6 +535,7 @@ struct state {
   static constexpr std::int32_t no_offset = 1 << 29;
   static constexpr std::int64_t no_offset_wide = -1;
   static constexpr std::int64_t offset_bound = std::int64_t{1} << 28; // spreads below it fit
+  static constexpr std::size_t listed_from = 8; // packs a rank at a level: see ensure_away_rows
 
   void set_away_row(std::size_t r, std::size_t pos, std::size_t p) {
     away_pack[r * k + pos] = static_cast<std::int32_t>(p);
@@ -515,6 +564,43 @@ struct state {
         set_away_row(r, pos, static_cast<std::size_t>(x));
         return;
       }
+    }
+  }
+  // Rank r's packs of level l away from home, linked in their level list's order, and its row
+  // there (the first of them).
+  void list_away_row(std::size_t r, std::size_t l) {
+    std::int32_t last = -1;
+    if (away_at[r * k + spread_pos[l]] != 0) {
+      for (std::int32_t x = at_level[r * k + l]; x >= 0;
+           x = next_at_level[static_cast<std::size_t>(x)]) {
+        const auto p = static_cast<std::size_t>(x);
+        if (src(p) == r) {
+          continue;
+        }
+        away_prev[p] = last;
+        away_next[p] = -1;
+        if (last >= 0) {
+          away_next[static_cast<std::size_t>(last)] = x;
+        } else {
+          away_head[r * k + l] = x;
+        }
+        last = x;
+      }
+    }
+    set_row_from_head(r, l);
+  }
+  // Rank r's row at level l: the first of its packs there away from home, if any.
+  void set_row_from_head(std::size_t r, std::size_t l) {
+    const std::size_t pos = spread_pos[l];
+    const std::int32_t first = away_head[r * k + l];
+    if (first >= 0) {
+      set_away_row(r, pos, static_cast<std::size_t>(first));
+    } else if (wide_rows()) {
+      away_pack[r * k + pos] = -1;
+      away_offset_wide[r * k + pos] = no_offset_wide;
+    } else {
+      away_pack[r * k + pos] = -1;
+      away_offset[r * k + pos] = no_offset;
     }
   }
 
@@ -600,6 +686,12 @@ struct state {
   bool places_live = true;
   std::vector<std::int32_t> away_pack, away_offset; // see ensure_away_rows()
   std::vector<std::int64_t> away_offset_wide;       // the same, where wide_rows()
+  // While the rows live, at the levels of `away_listed`: the packs of each rank's level list that
+  // are away from home, in the list's order (away_head[r * k + l], linked by away_next /
+  // away_prev; see ensure_away_rows()).
+  std::vector<std::int32_t> away_head, away_next, away_prev;
+  std::vector<char> away_listed;
+  bool any_listed = false; // some level is listed
   bool rows_live = false;
 
   // Work: the candidates and items the searches read, counted so that a solve can stop at a
