@@ -446,7 +446,7 @@ struct state {
     if (any_listed && away_listed[l] != 0) {
       // Where p was the row's pack, the next one away from home in the list takes its place.
       if (src(p) != r && erase(away_head[r * k + l], away_next, away_prev, p)) {
-        set_row_from_head(r, l);
+        set_row(r, l, away_head[r * k + l]);
       }
     } else if (away_pack[at] == static_cast<std::int32_t>(p)) {
       find_away_row(r, l);
@@ -548,23 +548,17 @@ struct state {
   }
   // Rank r's row at level l from its level list: the first pack there away from home.
   void find_away_row(std::size_t r, std::size_t l) {
-    const std::size_t pos = spread_pos[l];
-    away_pack[r * k + pos] = -1;
-    if (wide_rows()) {
-      away_offset_wide[r * k + pos] = no_offset_wide;
-    } else {
-      away_offset[r * k + pos] = no_offset;
-    }
-    if (away_at[r * k + pos] == 0) {
-      return;
-    }
-    for (std::int32_t x = at_level[r * k + l]; x >= 0;
-         x = next_at_level[static_cast<std::size_t>(x)]) {
-      if (src(static_cast<std::size_t>(x)) != r) {
-        set_away_row(r, pos, static_cast<std::size_t>(x));
-        return;
+    std::int32_t first = -1;
+    if (away_at[r * k + spread_pos[l]] != 0) {
+      for (std::int32_t x = at_level[r * k + l]; x >= 0;
+           x = next_at_level[static_cast<std::size_t>(x)]) {
+        if (src(static_cast<std::size_t>(x)) != r) {
+          first = x;
+          break;
+        }
       }
     }
+    set_row(r, l, first);
   }
   // Rank r's packs of level l away from home, linked in their level list's order, and its row
   // there (the first of them).
@@ -587,19 +581,19 @@ struct state {
         last = x;
       }
     }
-    set_row_from_head(r, l);
+    set_row(r, l, away_head[r * k + l]);
   }
-  // Rank r's row at level l: the first of its packs there away from home, if any.
-  void set_row_from_head(std::size_t r, std::size_t l) {
+  // Rank r's row at level l: pack p, away from home there, or none where p < 0.
+  void set_row(std::size_t r, std::size_t l, std::int32_t p) {
     const std::size_t pos = spread_pos[l];
-    const std::int32_t first = away_head[r * k + l];
-    if (first >= 0) {
-      set_away_row(r, pos, static_cast<std::size_t>(first));
-    } else if (wide_rows()) {
-      away_pack[r * k + pos] = -1;
+    if (p >= 0) {
+      set_away_row(r, pos, static_cast<std::size_t>(p));
+      return;
+    }
+    away_pack[r * k + pos] = -1;
+    if (wide_rows()) {
       away_offset_wide[r * k + pos] = no_offset_wide;
     } else {
-      away_pack[r * k + pos] = -1;
       away_offset[r * k + pos] = no_offset;
     }
   }
