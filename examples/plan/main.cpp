@@ -1,7 +1,8 @@
 // packswap-plan: one global batch as CSV in, the solver's assignment and metrics as JSON out.
 //
 //   packswap-plan --dp D --ga G [--mbs M] [--mode per-micro-step|per-step] [--eps E]
-//                 [--ranks-per-node K] [--inter-node-weight W] < packs.csv > plan.json
+//                 [--ranks-per-node K] [--inter-node-weight W] [--work-scale S]
+//                 < packs.csv > plan.json
 //
 // The CSV has the header `pack,source_rank,cost,bytes`, pack ids 0..N-1 in order, and every
 // source rank owns exactly ga * mbs packs. Errors go to stderr with the offending line; the exit
@@ -19,11 +20,13 @@ namespace {
 
 constexpr const char* usage =
     "usage: packswap-plan --dp D --ga G [--mbs M] [--mode per-micro-step|per-step] [--eps E]\n"
-    "                     [--ranks-per-node K] [--inter-node-weight W] < packs.csv > plan.json\n";
+    "                     [--ranks-per-node K] [--inter-node-weight W] [--work-scale S]\n"
+    "                     < packs.csv > plan.json\n";
 
 int run(int argc, char** argv) {
   const packswap::cli::options opt(
-      argc, argv, {"dp", "ga", "mbs", "mode", "eps", "ranks-per-node", "inter-node-weight"},
+      argc, argv,
+      {"dp", "ga", "mbs", "mode", "eps", "ranks-per-node", "inter-node-weight", "work-scale"},
       {"help"});
   if (opt.flag("help")) {
     std::cout << usage;
@@ -44,6 +47,7 @@ int run(int argc, char** argv) {
                                      "', expected per-micro-step or per-step");
   }
   so.eps = opt.real("eps", 0.0, 0.0, 1.0);
+  so.work_scale = opt.real("work-scale", 1.0, 0.001, 64.0);
   if (opt.has("ranks-per-node")) {
     so.topology = packswap::topology::uniform(
         static_cast<std::int32_t>(opt.integer("ranks-per-node", 1, 1, INT32_MAX)),

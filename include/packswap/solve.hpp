@@ -28,6 +28,9 @@ struct solve_options {
   std::int32_t plan_rank = -1;
   /// Count distinct peers per rank in `solution::movement` (a sort of the moved pairs).
   bool count_peers = true;
+  /// Scales stage 2's work bound (see `refine_options::work_scale`): below 1 a faster worst case
+  /// for more moved bytes where the search needs its work. In [0.001, 64]. Default 1.
+  double work_scale = 1.0;
 };
 
 /// Everything `solve()` decides for one global batch.
@@ -43,12 +46,13 @@ struct solution {
   std::int64_t stage2_work = 0;
   /// Whether stage 2's search stopped at its deterministic work bound (32 per pack plus 2^19 with
   /// the fallback's allowance after it, up to 16,384 packs; above, the fallback's 8 per pack plus
-  /// 2^16 on top), or gave up before it because its repair, at the pace it had gone, could not
-  /// have ended within it (also a count, never a clock). Then stage 2 answers with stage 1's ranks
-  /// renamed and packs brought home within stage 1's balance: A and B as stage 1's, so A == LB_A
-  /// (mbs = 1) and B <= (1 + eps) B_KK still hold. False for a search its review ended (past 8 N +
-  /// 2^17 units, where stage 1 renamed moves within 1/32 of the fewest bytes any answer could; the
-  /// answer is then stage 1 renamed, see docs/algorithms.md).
+  /// 2^16 on top; each times `work_scale`), or gave up before it because its repair, at the pace it
+  /// had gone, could not have ended within it (also a count, never a clock). Then stage 2 answers
+  /// with stage 1's ranks renamed and packs brought home within stage 1's balance: A and B as stage
+  /// 1's, so A == LB_A (mbs = 1) and B <= (1 + eps) B_KK still hold. False for a search its review
+  /// ended (past 8 N + 2^17 units times `work_scale`, where stage 1 renamed moves within 1/32 of
+  /// the fewest bytes any answer could; the answer is then stage 1 renamed, see
+  /// docs/algorithms.md).
   bool stage2_bounded = false;
 };
 
@@ -83,6 +87,7 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
   validate_batch(packs, s);
   opt.topology.validate_for(s.dp);
   (void)eps_ppm(opt.eps);
+  (void)work_permille(opt.work_scale);
   PACKSWAP_EXPECTS(opt.plan_rank >= -1 && opt.plan_rank < s.dp, errc::invalid_argument,
                    "plan_rank is " << opt.plan_rank << ", must be -1 (all ranks) or in [0, " << s.dp
                                    << ")");
@@ -114,7 +119,7 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
   out.stage2_work = 0;
   out.stage2_bounded = false;
   if (opt.refine) {
-    const refine_options ropt{opt.mode, opt.eps, opt.topology};
+    const refine_options ropt{opt.mode, opt.eps, opt.topology, opt.work_scale};
     if constexpr (std::is_same_v<Refiner, refiner>) {
       refine_sorted(packs, order, s, a, ws.loads, ropt, ws.refine);
       out.stage2_work = ws.refine.work;

@@ -19,7 +19,7 @@ namespace {
 
 // The work at which the search of n packs is reviewed.
 std::int64_t review_point(std::size_t n) {
-  return detail::review_work_per_pack * static_cast<std::int64_t>(n) + detail::review_work_constant;
+  return detail::review_work(static_cast<std::int64_t>(n));
 }
 
 // The stress batch (s, d, seed) solved at eps = 0 as the CLI does, after what every answer

@@ -30,6 +30,12 @@ struct refine_options {
   double eps = 0.0;
   /// Node map and inter-node weight: stage 2 minimises the weighted moved bytes.
   packswap::topology topology{};
+  /// Scales the work stage 2's searches may do (mbs = 1): their deterministic work bound, the
+  /// fallback's allowance and the review's threshold are multiplied by it. Below 1 the solve's
+  /// worst case is faster and searches that need more work give way to the fallback, which moves
+  /// more bytes; above 1 the reverse. A and B hold at any value. In [0.001, 64]; resolved to parts
+  /// per thousand, so every rank derives the same integer bounds. See docs/solver-worst-case.md.
+  double work_scale = 1.0;
 };
 
 namespace detail {
@@ -39,6 +45,19 @@ inline std::int64_t eps_ppm(double eps) {
   PACKSWAP_EXPECTS(eps >= 0.0 && eps <= 1.0, errc::invalid_argument,
                    "eps is " << eps << ", must be in [0, 1]");
   return static_cast<std::int64_t>(std::llround(eps * 1e6));
+}
+
+// work_scale in parts per thousand; throws on values outside [0.001, 64] (NaN included).
+inline std::int64_t work_permille(double scale) {
+  PACKSWAP_EXPECTS(scale >= 0.001 && scale <= 64.0, errc::invalid_argument,
+                   "work_scale is " << scale << ", must be in [0.001, 64]");
+  return static_cast<std::int64_t>(std::llround(scale * 1000.0));
+}
+
+// floor(w * permille / 1000) for w >= 0 and permille in [1, 64,000], without overflow for any
+// work count up to int64 max / 64.
+constexpr std::int64_t scale_work(std::int64_t w, std::int64_t permille) {
+  return (w / 1000) * permille + (w % 1000) * permille / 1000;
 }
 
 // floor(x * (1 + ppm / 1e6)) for x >= 0 and ppm in [0, 1e6], saturated at the int64 maximum: a
@@ -155,14 +174,20 @@ inline home_first::tuning light_round_tuning(home_first::tuning t) {
 }
 
 // The work stage 2's searches may do for n packs: 32 n + 2^19, the fallback's included up to
-// shared_bound_up_to packs (see stage2_search_bound).
-constexpr std::int64_t stage2_bound(std::int64_t n) {
-  return stage2_work_per_pack * n + stage2_work_constant;
+// shared_bound_up_to packs (see stage2_search_bound); every bound below is scaled by the options'
+// work_scale, in parts per thousand (`permille`, 1,000 unless given).
+constexpr std::int64_t stage2_bound(std::int64_t n, std::int64_t permille = 1000) {
+  return scale_work(stage2_work_per_pack * n + stage2_work_constant, permille);
 }
 
 // The fallback's allowance for n packs: 8 n + 2^16.
-constexpr std::int64_t fallback_allowance(std::int64_t n) {
-  return fallback_work_per_pack * n + fallback_work_constant;
+constexpr std::int64_t fallback_allowance(std::int64_t n, std::int64_t permille = 1000) {
+  return scale_work(fallback_work_per_pack * n + fallback_work_constant, permille);
+}
+
+// The work after which the search's review is due for n packs: 8 n + 2^17.
+constexpr std::int64_t review_work(std::int64_t n, std::int64_t permille = 1000) {
+  return scale_work(review_work_per_pack * n + review_work_constant, permille);
 }
 
 // Batches up to which the fallback's allowance is kept back from the bound (see
@@ -186,18 +211,24 @@ inline constexpr std::int64_t shared_bound_up_to = 16384;
 // fallback's allowance comes on top: there a search that succeeds late can move far fewer bytes
 // than the fallback (`multiples` 1,024 x 256 at 262,144 packs, eps = 0, seed 2: 0.079 of
 // Karmarkar-Karp's bytes after 8.7 M units; ended at the search's part, the fallback's 0.897).
-constexpr std::int64_t stage2_search_bound(std::int64_t n) {
-  return n <= shared_bound_up_to ? stage2_bound(n) - fallback_allowance(n) : stage2_bound(n);
+constexpr std::int64_t stage2_search_bound(std::int64_t n, std::int64_t permille = 1000) {
+  return n <= shared_bound_up_to ? stage2_bound(n, permille) - fallback_allowance(n, permille)
+                                 : stage2_bound(n, permille);
 }
 
 // The most work stage 2's searches do for n packs in ga micro-steps: the search's bound and the
 // fallback's allowance (each with a constant for small batches: the bound, up to
-// shared_bound_up_to packs), plus what the step under way at each check may add (the level tables
-// of the roomiest ranks, O(ga), and a bounded number of candidates), and with two ranks the
-// knapsack's work. O(n) (O(n log n) with two ranks), as ga <= n.
-constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga) {
-  return stage2_search_bound(n) + fallback_allowance(n) + 16 * ga + 16384 +
-         (n == 2 * ga ? two_ranks::work_bound(n) : 0);
+// shared_bound_up_to packs), plus what may be charged past a check: the step or visit under way
+// (the level tables of the roomiest ranks, O(ga), and a bounded number of candidates) and the
+// indexes a phase builds before its first check (a repair run's first step and the level lists,
+// n + dp units each, the rows at most n / 16 + dp), each at most once after the search's limit and
+// once after the fallback's: five of n + dp units at most, dp = n / ga, which a bound scaled far
+// down (work_scale) reaches. With two ranks, the knapsack's work (exact, not scaled by
+// work_scale). O(n) (O(n log n) with two ranks), as ga <= n.
+constexpr std::int64_t stage2_work_bound(std::int64_t n, std::int64_t ga,
+                                         std::int64_t permille = 1000) {
+  return stage2_search_bound(n, permille) + fallback_allowance(n, permille) + 5 * (n + n / ga) +
+         16 * ga + 16384 + (n == 2 * ga ? two_ranks::work_bound(n) : 0);
 }
 
 // Working memory of stage 2, kept by callers that refine every step; after each refine_sorted,
@@ -251,6 +282,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   ws.work = 0;
   ws.bounded = false;
   const std::int64_t ppm = eps_ppm(opt.eps);
+  const std::int64_t wpm = work_permille(opt.work_scale);
   const std::int64_t limit = relax(stage1_loads.b(), ppm);
   // Micro-step maxima of stage 1: keeping every cell under its micro-step's cap keeps A (in
   // per_step mode A may grow by eps too, so the caps do).
@@ -326,7 +358,8 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
   // below, which keeps stage 1's balance. A repair that, at the pace it goes, could not end
   // within it gives up the rest at once, with the same answer (see stage2::repair_phase).
   const auto n = static_cast<std::int64_t>(packs.size());
-  engine.limit_work(stage2_search_bound(n), stage2_bound(n) - stage2_search_bound(n));
+  engine.limit_work(stage2_search_bound(n, wpm),
+                    stage2_bound(n, wpm) - stage2_search_bound(n, wpm));
   home_first::tuning wide;
   // Where the wide pinning band fails (a limit so tight that single swaps cannot reach it, as
   // at eps = 0 on some batches), again with a repair that may also chain two swaps (a wider
@@ -368,7 +401,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
     engine.end_review();
     a = renamed_moved >= 0 ? rename_valid(packs, std::move(a), opt.topology, ws.matching.names())
                            : relabel_valid(packs, s, std::move(a), opt.topology, ws.matching);
-    engine.limit_work(engine.work() + fallback_allowance(n));
+    engine.limit_work(engine.work() + fallback_allowance(n, wpm));
     engine.settle(a, 2);
   };
   // The two-rank answer in place of `a`, which moves `moved`, where it moves fewer.
@@ -377,7 +410,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
       ws.two.write(order, a);
     }
   };
-  engine.review_at(review_work_per_pack * n + review_work_constant, stage2::review_hook(review));
+  engine.review_at(review_work(n, wpm), stage2::review_hook(review));
   for (const auto& t : {wide, wide_chained, narrow_chained}) {
     if (engine.run(t)) {
       engine.end_review();
@@ -443,7 +476,7 @@ inline void refine_sorted(span<const pack_meta> packs, span<const std::int32_t> 
           const std::int64_t looser = relax(limit, go_on.looser_ppm);
           engine.cells(ws.searched, ws.used);
           std::int64_t best = searched.weighted;
-          engine.limit_work(std::min(stage2_bound(n), engine.work() * (1 + loosened_work)));
+          engine.limit_work(std::min(stage2_bound(n, wpm), engine.work() * (1 + loosened_work)));
           for (std::int32_t round = 0;
                round < go_on.rounds && engine.loosen_and_repair(round_tuning, looser); ++round) {
             const std::int64_t moved = engine.weighted_moved();
@@ -503,29 +536,29 @@ inline assignment refine_sorted(span<const pack_meta> packs, span<const std::int
 /// micro-step maxima (so A == LB_A stays exact in `per_micro_step` mode), B within (1 + eps) *
 /// stage 1's B, and in `per_step` mode every micro-step cap may also grow by eps. Its searches
 /// count their work and stop at a bound proportional to the pack count
-/// (`detail::stage2_work_per_pack` per pack, plus a constant), so its time is bounded on any input
-/// and every rank stops at the same point. Should the search fail to meet the limits (it tries the
-/// wide band, then the wide and a narrow band with a repair that may also chain two swaps), run out
-/// of work, or move more than stage 1, the answer is stage 1 with its ranks renamed to keep the
-/// most bytes home (`relabel_ranks`), then packs brought home by trades within its balance, which
-/// never moves more than stage 1. Where the search's answer moves a pack holding more than 1/64 of
-/// the batch's bytes, that fallback is computed too and the one moving fewer weighted bytes kept.
-/// Else, where it moves more than half of stage 1's bytes at eps < 0.001 (more than two ranks, at
-/// most 8,192 packs), the search goes on in rounds that bring packs home under a limit 0.1%
-/// looser and repair back to the limit, within three times the work done before them, while they
-/// move fewer weighted bytes; at eps >= 0.001 (at most 16,384 packs) with one lighter round under
-/// a limit 0.2% looser, where it moves more than half (two fifths from eps = 0.01). With two ranks
-/// (dp = 2), every answer that keeps A is a choice after each run of equal costs that ends at an
-/// odd sorted position, and the choices that move the fewest bytes are found exactly
-/// (`detail::two_ranks`): where they keep B within the limit, or flips of them that cost no bytes
-/// do, they are the answer; else walks from them towards the limit (one back from its far side too)
-/// give a second answer, kept where it moves fewer weighted bytes than the search's. For mbs > 1 it
-/// is that renaming followed by swaps that bring packs home while every cell stays within its
-/// micro-step's stage-1 maximum and every rank within the B limit. The search and the swaps add
-/// costs and weighted bytes in int64: for batches whose total cost exceeds int64 max / (2 (ga + 2))
-/// they run on the costs divided by their greatest common divisor (exact: the same limits hold)
-/// where that brings the total within it; otherwise, and where the byte total exceeds int64 max /
-/// (4 * inter-node weight), they stand down, and the answer is the renaming alone.
+/// (`detail::stage2_work_per_pack` per pack, plus a constant, times `refine_options::work_scale`),
+/// so its time is bounded on any input and every rank stops at the same point. Should the search
+/// fail to meet the limits (it tries the wide band, then the wide and a narrow band with a repair
+/// that may also chain two swaps), run out of work, or move more than stage 1, the answer is stage
+/// 1 with its ranks renamed to keep the most bytes home (`relabel_ranks`), then packs brought home
+/// by trades within its balance, which never moves more than stage 1. Where the search's answer
+/// moves a pack holding more than 1/64 of the batch's bytes, that fallback is computed too and the
+/// one moving fewer weighted bytes kept. Else, where it moves more than half of stage 1's bytes at
+/// eps < 0.001 (more than two ranks, at most 8,192 packs), the search goes on in rounds that bring
+/// packs home under a limit 0.1% looser and repair back to the limit, within three times the work
+/// done before them, while they move fewer weighted bytes; at eps >= 0.001 (at most 16,384 packs)
+/// with one lighter round under a limit 0.2% looser, where it moves more than half (two fifths from
+/// eps = 0.01). With two ranks (dp = 2), every answer that keeps A is a choice after each run of
+/// equal costs that ends at an odd sorted position, and the choices that move the fewest bytes are
+/// found exactly (`detail::two_ranks`): where they keep B within the limit, or flips of them that
+/// cost no bytes do, they are the answer; else walks from them towards the limit (one back from its
+/// far side too) give a second answer, kept where it moves fewer weighted bytes than the search's.
+/// For mbs > 1 it is that renaming followed by swaps that bring packs home while every cell stays
+/// within its micro-step's stage-1 maximum and every rank within the B limit. The search and the
+/// swaps add costs and weighted bytes in int64: for batches whose total cost exceeds int64 max / (2
+/// (ga + 2)) they run on the costs divided by their greatest common divisor (exact: the same limits
+/// hold) where that brings the total within it; otherwise, and where the byte total exceeds int64
+/// max / (4 * inter-node weight), they stand down, and the answer is the renaming alone.
 class refiner {
  public:
   /// The stage-2 assignment for `packs` given stage 1's `stage1`; validates its inputs.
@@ -534,6 +567,8 @@ class refiner {
     validate_batch(packs, s);
     validate_assignment(stage1, s);
     opt.topology.validate_for(s.dp);
+    (void)detail::eps_ppm(opt.eps);
+    (void)detail::work_permille(opt.work_scale);
     std::vector<std::int64_t> costs(packs.size());
     for (std::size_t p = 0; p < packs.size(); ++p) {
       costs[p] = packs[p].cost;
