@@ -32,6 +32,7 @@ struct solve_args {
   std::optional<std::vector<std::int64_t>> node_map;
   bool refine = true;
   bool count_peers = true;
+  double work_scale = 1.0;
 
   shape batch_shape() const {
     return shape{to_int32(dp, "dp"), to_int32(ga, "ga"), to_int32(mbs, "mbs")};
@@ -63,6 +64,7 @@ struct solve_args {
     o.plan_rank = to_int32(plan_rank, "plan_rank");
     o.refine = refine;
     o.count_peers = count_peers;
+    o.work_scale = work_scale;
     return o;
   }
 };
@@ -218,7 +220,7 @@ class py_solve_worker : public solve_worker {
       py::arg("mbs") = 1, py::arg("mode") = "per_micro_step", py::arg("eps") = 0.0,                \
       py::arg("ranks_per_node") = 0, py::arg("plan_rank") = -1, py::kw_only(),                     \
       py::arg("inter_node_weight") = 4, py::arg("node_map") = py::none(),                          \
-      py::arg("refine") = true, py::arg("count_peers") = true
+      py::arg("refine") = true, py::arg("count_peers") = true, py::arg("work_scale") = 1.0
 
 // The callable pybind11 binds for `f(self..., batch_input&, const solve_args&)`: the three
 // arrays and PACKSWAP_SOLVE_KWARGS, after `self` for a method (one `Self`) or nothing for a
@@ -228,7 +230,8 @@ auto with_solve_args(F f) {
   return [f](Self&... self, py::handle cost, py::handle bytes, py::handle source_rank,
              std::int64_t dp, std::int64_t ga, std::int64_t mbs, std::string mode, double eps,
              std::int64_t ranks_per_node, std::int64_t plan_rank, std::int64_t inter_node_weight,
-             std::optional<std::vector<std::int64_t>> node_map, bool refine, bool count_peers) {
+             std::optional<std::vector<std::int64_t>> node_map, bool refine, bool count_peers,
+             double work_scale) {
     solve_args a;
     a.dp = dp;
     a.ga = ga;
@@ -241,6 +244,7 @@ auto with_solve_args(F f) {
     a.node_map = std::move(node_map);
     a.refine = refine;
     a.count_peers = count_peers;
+    a.work_scale = work_scale;
     batch_input in(cost, bytes, source_rank);
     return f(self..., in, a);
   };
@@ -284,6 +288,13 @@ micro-steps in execution order); ``metrics`` has the keys of ``packswap-plan``'s
       .def_property_readonly(
           "stage1_b", [](const py_solution& s) { return s.batch().sol.stage1_b; },
           "B after stage 1")
+      .def_property_readonly(
+          "stage2_work", [](const py_solution& s) { return s.batch().sol.stage2_work; },
+          "work units stage 2's searches did (a count, never a clock)")
+      .def_property_readonly(
+          "stage2_bounded", [](const py_solution& s) { return s.batch().sol.stage2_bounded; },
+          "whether stage 2's search ended at its work bound (or gave up before it at its pace); "
+          "the answer then keeps stage 1's balance")
       .def_property_readonly(
           "mean_peers", [](const py_solution& s) { return s.batch().sol.movement.mean_peers; },
           "distinct peers per rank, averaged over ranks (0 when count_peers was False)")

@@ -335,6 +335,14 @@ def faults(rank, world, timeout):
         seen["different ga"] = None
     except packswap.Error as e:
         seen["different ga"] = (e.code, str(e))
+    # ... or a different work_scale, with which the ranks could plan differently.
+    _resync()
+    try:
+        Rebalancer(ga=4, cost=pack_cost, timeout=timeout,
+                   work_scale=0.5 if rank == 1 else 1.0).close()
+        seen["different work_scale"] = None
+    except packswap.Error as e:
+        seen["different work_scale"] = (e.code, str(e))
 
     # 3. One rank plans differently (as another solver or other options would): every rank
     # fails before anything of the batch is handed out.

@@ -69,6 +69,28 @@ def test_solve_puts_every_pack_in_one_cell_with_consistent_metrics_and_plan(seed
         assert sol.metrics["A"] == sol.metrics["LB_A"]
 
 
+def test_work_scale_trades_moved_bytes_for_work_and_keeps_the_balance():
+    # A batch whose search needs its work (high-res-like costs, eps = 0, a Python-side twin of the
+    # stress set's hard cells): a tiny work scale ends the search early, and the fallback's answer
+    # keeps A and B as the search's does.
+    rng = np.random.default_rng(11)
+    dp, ga = 64, 64
+    cost, nbytes, source = random_batch(rng, dp, ga)
+    full = packswap.solve(cost, nbytes, source, dp=dp, ga=ga)
+    tiny = packswap.solve(cost, nbytes, source, dp=dp, ga=ga, work_scale=0.001)
+    kept = packswap.Solver().solve(cost, nbytes, source, dp=dp, ga=ga, work_scale=0.001)
+    check_solution(tiny, cost, nbytes, source, dp, ga, 1)
+    assert tiny.digest() == kept.digest()
+    for sol in (full, tiny):
+        assert sol.metrics["A"] == sol.metrics["LB_A"]
+        assert sol.metrics["B"] <= sol.stage1_b
+    # The bound at 0.001: a thousandth of 32 n + 2^19 units (the fallback's share included), plus
+    # what the step under way at a check may add (16 ga + 2^14).
+    bound = (32 * dp * ga + 2**19) // 1000 + 16 * ga + 2**14
+    assert tiny.stage2_bounded and tiny.stage2_work <= bound
+    assert not full.stage2_bounded and full.stage2_work > bound
+
+
 def test_a_solver_kept_across_calls_returns_the_free_functions_answers():
     rng = np.random.default_rng(5)
     solver = packswap.Solver()

@@ -36,6 +36,9 @@ def test_every_fault_ends_in_a_clear_error_on_every_rank_within_the_timeout():
         code, message = seen["different ga"]
         assert code == "mismatch"
         assert "rank 1 has ga=2" in message
+        code, message = seen["different work_scale"]
+        assert code == "mismatch"
+        assert "rank 1 has work_scale_permille=500" in message
 
         status, code, message, _ = seen["plans differ"]
         assert status == "error" and code == "mismatch", seen["plans differ"]

@@ -15,7 +15,7 @@ from .._errors import Error
 from . import _groups, _wire
 
 _MAGIC = 0x7061636B73776170  # "packswap"
-_PROTOCOL = 1
+_PROTOCOL = 2
 _HEADER = 8  # words before the per-pack records of the metadata all-gather
 _RECORD = 3  # words per pack: cost, padded bytes, schema words
 _DIGEST = 4  # words of the per-batch digest all-gather
@@ -122,6 +122,9 @@ class Rebalancer:
         mbs: packs per micro-batch.
         prefetch_depth: micro-steps exchanged ahead of the one being computed (>= 1).
         eps: balance that may be traded for less movement (``packswap.solve``'s eps).
+        work_scale: scales the solver's deterministic work bound (``packswap.solve``'s
+            work_scale, in [0.001, 64]): below 1 a faster worst-case solve, for more bytes moved
+            on the batches whose search needs the work.
         mode: ``"per_micro_step"`` (ranks meet every micro-step: FSDP, TP, EP) or
             ``"per_step"`` (DDP).
         device: where packs live; default: ``cuda:<current device>`` when the default group is
@@ -141,7 +144,8 @@ class Rebalancer:
 
     def __init__(self, ga, cost, group=None, mbs=1, prefetch_depth=1, eps=0.0, *,
                  mode="per_micro_step", device=None, timeout=600.0, ranks_per_node=0,
-                 inter_node_weight=4, ctas="auto", exchange_bytes_hint=0, compute_ms_hint=0.0):
+                 inter_node_weight=4, ctas="auto", exchange_bytes_hint=0, compute_ms_hint=0.0,
+                 work_scale=1.0):
         self._closed = True  # until the constructor succeeds; close() is then a no-op
         self._worker = None
         self._groups = None
@@ -157,6 +161,8 @@ class Rebalancer:
                              f"{type(cost).__name__}")
         if not (isinstance(eps, (int, float)) and 0.0 <= eps <= 1.0):
             raise ValueError(f"eps is {eps!r}, must be in [0, 1]")
+        if not (isinstance(work_scale, (int, float)) and 0.001 <= work_scale <= 64.0):
+            raise ValueError(f"work_scale is {work_scale!r}, must be in [0.001, 64]")
         if mode not in ("per_micro_step", "per-micro-step", "per_step", "per-step"):
             raise ValueError(f"mode is {mode!r}, expected 'per_micro_step' or 'per_step'")
         if isinstance(timeout, datetime.timedelta):
@@ -174,13 +180,15 @@ class Rebalancer:
         self.mbs = mbs
         self.prefetch_depth = prefetch_depth
         self.eps = float(eps)
+        self.work_scale = float(work_scale)
         self.mode = mode.replace("-", "_")
         self.timeout = float(timeout)
         self._cost = cost
         self._ppr = ga * mbs
         self._solve_kwargs = dict(mbs=mbs, mode=self.mode, eps=self.eps,
                                   ranks_per_node=ranks_per_node,
-                                  inter_node_weight=inter_node_weight)
+                                  inter_node_weight=inter_node_weight,
+                                  work_scale=self.work_scale)
 
         if device is None:
             # torch 2.x may name a mixed default backend, e.g. "cpu:gloo,cuda:nccl".
@@ -675,11 +683,12 @@ class Rebalancer:
         # The library's version too: another solver may plan the same batch differently.
         major, minor, patch = (int(x) for x in _core.__version__.split("."))
         names = ["protocol", "packswap version", "ga", "mbs", "prefetch_depth", "eps_ppm", "mode",
-                 "ranks_per_node", "inter_node_weight", "dp", "device_type"]
+                 "ranks_per_node", "inter_node_weight", "dp", "device_type",
+                 "work_scale_permille"]
         values = [_PROTOCOL, major * 1_000_000 + minor * 1_000 + patch, self.ga, self.mbs,
                   self.prefetch_depth, round(self.eps * 1e6),
                   0 if self.mode == "per_micro_step" else 1, ranks_per_node, inter_node_weight,
-                  self.dp, 1 if self._cuda else 0]
+                  self.dp, 1 if self._cuda else 0, round(self.work_scale * 1000)]
         mine = torch.tensor([_signed(_MAGIC)] + values, dtype=torch.int64)
         gathered = [torch.empty_like(mine) for _ in range(self.dp)]
         try:
