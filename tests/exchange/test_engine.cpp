@@ -166,6 +166,19 @@ TEST_CASE("the constructor refuses a shape that does not match the transport") {
   opt.prefetch_depth = 0;
   CHECK_THROWS_WITH_AS(engine<threads::transport>(t, {2, 1, 1}, opt),
                        doctest::Contains("prefetch_depth is 0"), packswap::error);
+  // The solver's options are checked at construction too, not at the first batch's solve.
+  engine_options bad_eps;
+  bad_eps.solver.eps = 1.5;
+  CHECK_THROWS_WITH_AS(engine<threads::transport>(t, {2, 1, 1}, bad_eps),
+                       doctest::Contains("eps is 1.5"), packswap::error);
+  engine_options bad_scale;
+  bad_scale.solver.work_scale = 0.0;
+  CHECK_THROWS_WITH_AS(engine<threads::transport>(t, {2, 1, 1}, bad_scale),
+                       doctest::Contains("work_scale is 0"), packswap::error);
+  engine_options bad_nodes;
+  bad_nodes.solver.topology = packswap::topology::from_map({0});
+  CHECK_THROWS_WITH_AS(engine<threads::transport>(t, {2, 1, 1}, bad_nodes),
+                       doctest::Contains("the topology maps 1 ranks, dp is 2"), packswap::error);
 }
 
 TEST_CASE("destroying engines mid-flight is clean and leaves no thread behind") {

@@ -113,7 +113,8 @@ class engine : private detail::engine_core<Transport> {
   using stream_type = typename Transport::stream_type; ///< the transport's stream type
 
   /// Starts the worker. Throws `errc::invalid_argument` when `s` is not a valid shape, when
-  /// `s.dp` differs from the transport's size, or when an option is out of range.
+  /// `s.dp` differs from the transport's size, or when an option is out of range (the solver's
+  /// eps, work_scale and topology included).
   engine(Transport& transport, const shape& s, const engine_options& opt = {})
       : detail::engine_core<Transport>(transport, s, opt) {}
 

@@ -89,6 +89,10 @@ class engine_core {
                      "prefetch_depth is " << opt.prefetch_depth << ", must be in [1, 64]");
     PACKSWAP_EXPECTS(opt.timeout.count() > 0, errc::invalid_argument,
                      "timeout is " << opt.timeout.count() << " ms, must be positive");
+    // The solver's options, here rather than at the first batch's solve on the worker.
+    (void)eps_ppm(opt.solver.eps);
+    (void)work_permille(opt.solver.work_scale);
+    opt.solver.topology.validate_for(s.dp);
     return s;
   }
 
