@@ -85,9 +85,7 @@ void solve_into(span<const pack_meta> packs, const shape& s, const solve_options
                 "Refiner must model refiner_like: callable as assignment(span<const pack_meta>, "
                 "const shape&, const assignment&, const refine_options&)");
   validate_batch(packs, s);
-  opt.topology.validate_for(s.dp);
-  (void)eps_ppm(opt.eps);
-  (void)work_permille(opt.work_scale);
+  validate_stage2_options(opt, s.dp);
   PACKSWAP_EXPECTS(opt.plan_rank >= -1 && opt.plan_rank < s.dp, errc::invalid_argument,
                    "plan_rank is " << opt.plan_rank << ", must be -1 (all ranks) or in [0, " << s.dp
                                    << ")");

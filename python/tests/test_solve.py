@@ -84,8 +84,9 @@ def test_work_scale_trades_moved_bytes_for_work_and_keeps_the_balance():
     for sol in (full, tiny):
         assert sol.metrics["A"] == sol.metrics["LB_A"]
         assert sol.metrics["B"] <= sol.stage1_b
-    # The bound at 0.001: a thousandth of 32 n + 2^19 units (the fallback's share included), plus
-    # what the step under way at a check may add (16 ga + 2^14).
+    # A thousandth of 32 n + 2^19 units (the fallback's share included) plus what the step under
+    # way at a check may add (16 ga + 2^14): tighter than detail::stage2_work_bound, which also
+    # allows 5 (n + dp) for indexes charged past a check; this batch stays within it.
     bound = (32 * dp * ga + 2**19) // 1000 + 16 * ga + 2**14
     assert tiny.stage2_bounded and tiny.stage2_work <= bound
     assert not full.stage2_bounded and full.stage2_work > bound

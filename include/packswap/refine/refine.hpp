@@ -54,6 +54,15 @@ inline std::int64_t work_permille(double scale) {
   return static_cast<std::int64_t>(std::llround(scale * 1000.0));
 }
 
+// Checks the options stage 2 reads (of `refine_options` or `solve_options`) for dp ranks: the
+// topology covers them, eps and work_scale are in range; throws naming the offending value.
+template <class Options>
+void validate_stage2_options(const Options& opt, std::int32_t dp) {
+  opt.topology.validate_for(dp);
+  (void)eps_ppm(opt.eps);
+  (void)work_permille(opt.work_scale);
+}
+
 // floor(w * permille / 1000) for w >= 0 and permille in [1, 64,000], without overflow for any
 // work count up to int64 max / 64.
 constexpr std::int64_t scale_work(std::int64_t w, std::int64_t permille) {
@@ -566,9 +575,7 @@ class refiner {
                                       const assignment& stage1, const refine_options& opt) const {
     validate_batch(packs, s);
     validate_assignment(stage1, s);
-    opt.topology.validate_for(s.dp);
-    (void)detail::eps_ppm(opt.eps);
-    (void)detail::work_permille(opt.work_scale);
+    detail::validate_stage2_options(opt, s.dp);
     std::vector<std::int64_t> costs(packs.size());
     for (std::size_t p = 0; p < packs.size(); ++p) {
       costs[p] = packs[p].cost;

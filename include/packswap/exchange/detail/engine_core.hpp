@@ -90,9 +90,7 @@ class engine_core {
     PACKSWAP_EXPECTS(opt.timeout.count() > 0, errc::invalid_argument,
                      "timeout is " << opt.timeout.count() << " ms, must be positive");
     // The solver's options, here rather than at the first batch's solve on the worker.
-    (void)eps_ppm(opt.solver.eps);
-    (void)work_permille(opt.solver.work_scale);
-    opt.solver.topology.validate_for(s.dp);
+    validate_stage2_options(opt.solver, s.dp);
     return s;
   }
 
