@@ -38,6 +38,9 @@ const golden table[] = {
 // bring-home the work bound ends), and the walk back from a flip across the window kept
 // (lognormal at ga 2,048, with the search ended by its work bound, and bimodal at ga 96). Graded at
 // 4,096 x 4 is a search its review abandons for stage 1 renamed (refine_sorted), not at the bound.
+// The last three end in a settle that reads by level with 32 or 64 levels, from 8,192 packs
+// (stage2::bring_home_phase): bimodal after the work bound, pareto after a successful search, as
+// the fallback its answer is weighed against (refine_sorted).
 struct golden_stress {
   shape s;
   test::stress::dist d;

@@ -23,15 +23,15 @@ namespace packswap::detail::stage2 {
 /// q): L the levels the trade may take (one where a level has no slack), read from the level
 /// row of the home rank, q their packs there (none read where all are home: `state::away_at`;
 /// times the ranks of the home node with several nodes), plus the compensating pairs: at most
-/// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64), and
-/// at most `settle_pairs` per visit in a settle of `capped_settle_from` packs or more; with many
-/// levels, and in a settle of `capped_settle_from` packs or more with more levels than
-/// `settle_pairs` (beyond `rows_settle_up_to` packs, from `rows_settle_levels_from` levels), the
+/// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64; in a
+/// settle of `settle_by_level_from` packs or more, k <= 16), and at most `settle_pairs` per visit
+/// in a settle of `capped_settle_from` packs or more; with many levels, and in a settle of
+/// `capped_settle_from` to `rows_settle_up_to` packs with more levels than `settle_pairs`, the
 /// levels read from two rows instead, O(k / 16), and only the pairs that fit weighed (a settle
 /// takes the first; the rows cost O(n + dp k) to build). O(n) per pass where costs are distinct.
 /// In a dense settle with many levels, a visit at a tied level whose row's pack trades without
 /// compensation is O(1).
-/// Stops at the work limit (and a dense pass with few levels where its visits stop paying:
+/// Stops at the work limit (and a dense pass with up to 64 levels where its visits stop paying:
 /// `payoff`): every trade keeps the limits, so any prefix is an answer.
 class bring_home_phase {
  public:
@@ -55,8 +55,19 @@ class bring_home_phase {
     }
     // With many levels the home rank's packs are read by level, from the level lists; with
     // few, its places (home, level, cost and bytes beside each pack) are read in sequence
-    // instead, which needs no lists and no pack records.
-    const bool by_level = st.k > scan_items_up_to;
+    // instead, which needs no lists and no pack records. A settle of `settle_by_level_from` packs
+    // or more reads by level from more than `settle_scan_items_up_to` levels: there nearly every
+    // visit weighs trades (at eps = 0 about half of them trade), and the lists' packs at the
+    // levels a trade may take cost less than the home rank's places read whole (2 KB at 64
+    // levels) at every visit. On the stress set only the fallbacks change: at 16,384 packs the ten
+    // of ga 64 (dp 256, seeds 1-3) take 0.83-0.93 times their solve's time (paired runs) and move
+    // up to 0.029 of Karmarkar-Karp's bytes fewer (`high-res` seed 2: 0.479 -> 0.450), none more;
+    // at 262,144 packs (dp 4,096) `high-res` moves 0.43-0.46 instead of 0.50-0.54 in 0.91-0.97
+    // times the time and `bimodal` 0.8% fewer bytes in 0.81-0.82; with 32 levels alike (0.85-0.95
+    // times, up to 7% fewer bytes). With 16 levels it took 1.01 times the time at 16,384 packs and
+    // 1.11-1.17 at 262,144 and 1,048,576 packs, for 0.3-1.2% fewer bytes: not there.
+    const bool by_level =
+        st.k > (dense && st.n >= settle_by_level_from ? settle_scan_items_up_to : scan_items_up_to);
     // By level, nothing here reads the places, and the bring-home is a run's last phase: after
     // it only the records' ranks are read (the cells, the moved bytes), and the next run or
     // settle starts from reset(), which places every pack anew (or, after the bring-home of a
@@ -82,19 +93,17 @@ class bring_home_phase {
     // a settle takes the first that fits. With few, a visit weighs the home rank's items in
     // order instead, which weighs every pair but in a settle of `capped_settle_from` packs or
     // more, where it stops at `settle_pairs` and, at eps = 0, these rarely fit. There, with more
-    // levels than that and up to `rows_settle_up_to` packs, the settle reads the rows too: the
-    // fallback of `high-res` 256 x 64 moves 0.46-0.48 of Karmarkar-Karp's bytes instead of
-    // 0.60-0.64, and 1,024 x 64 (65,536 packs) 0.48-0.53 instead of 0.65-0.77, for 1.03-1.07
-    // times the time there (paired runs). With more packs, only from `rows_settle_levels_from`
-    // levels: at 262,144 packs the fallback of `high-res` 4,096 x 64 moves 0.50-0.54 instead of
-    // 0.66-0.72 for 1.08-1.13 times the solve's time, `bimodal` 4,096 x 64 0.003-0.008 less for
-    // 1.02-1.05; with 16 levels (`bimodal` 16,384 x 16, the shape of the 1,048,576-pack target's
-    // batches too) 0.001-0.003 less for 1.04-1.06, as the level lists and rows the trades keep up
-    // come from beyond the caches. Those rows are built before the payoff's windows are sized,
-    // which judge visits alone.
+    // levels than that (up to settle_scan_items_up_to: more read by level) and up to
+    // `rows_settle_up_to` packs, the settle reads the rows too. (Measured where it was chosen,
+    // with 64 levels, which such a settle now reads by level: the fallback of `high-res` 256 x 64
+    // moved 0.46-0.48 of Karmarkar-Karp's bytes instead of 0.60-0.64, for 1.03-1.07 times the
+    // time.) Not with more packs: with 16 levels (`bimodal` 16,384 x 16, the shape of the
+    // 1,048,576-pack target's batches too) 0.001-0.003 less for 1.04-1.06 times the time, as the
+    // level lists and rows the trades keep up come from beyond the caches. Those rows are built
+    // before the payoff's windows are sized, which judge visits alone.
     settling_ = dense;
-    const bool rows_few = !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k &&
-                          (st.n <= rows_settle_up_to || st.k >= rows_settle_levels_from);
+    const bool rows_few =
+        !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k && st.n <= rows_settle_up_to;
     rows_ = by_level || rows_few;
     // A dense settle by level tries the pack a row holds first, at crowded tied levels (see
     // try_rank), where the batch has any. O(k) to tell.
@@ -104,9 +113,13 @@ class bring_home_phase {
     } else if (by_level) {
       st.ensure_levels();
     }
-    // A dense settle with few levels visits the heaviest packs first (see list_away_heaviest),
-    // and each pass ends where its visits stop paying (see `payoff`).
-    const bool heaviest_first = dense && !by_level;
+    // A dense settle with up to `scan_items_up_to` levels (read in sequence, or by level as
+    // above) visits the heaviest packs first (see list_away_heaviest), and each pass ends where
+    // its visits stop paying (see `payoff`). (The settles by level above took 1.46 times as long
+    // in input order on `bimodal` 4,096 x 64, whose pass the payoff ends early; with more levels,
+    // heaviest first moved 7.6% more bytes on `bimodal` 64 x 256 and took 1.25 times the time
+    // on `pareto` 16 x 1,024, at 16,384 packs.)
+    const bool heaviest_first = dense && st.k <= scan_items_up_to;
     payoff pays;
     if (heaviest_first) {
       pays.size(st);
@@ -590,10 +603,11 @@ class bring_home_phase {
   // Packs a rank at a level from which a dense settle tries a quick trade there (see run()).
   static constexpr std::size_t quick_level_packs = 32;
   static constexpr std::size_t scan_items_up_to = 64;        // levels; see run()
+  static constexpr std::size_t settle_scan_items_up_to = 16; // levels, in large settles; see run()
+  static constexpr std::size_t settle_by_level_from = 8192;  // packs; see run()
   static constexpr std::size_t capped_settle_from = 8192;    // packs; see run()
   static constexpr std::size_t prefetch_settle_from = 65536; // packs; see run()
   static constexpr std::size_t rows_settle_up_to = 65536;    // packs, with few levels; see run()
-  static constexpr std::size_t rows_settle_levels_from = 32; // levels, beyond that; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
   std::int32_t passing_[scan_items_up_to]; // items of a rank that a trade may take; see run()
