@@ -2,6 +2,7 @@
 
 #include "packswap/detail/prefetch.hpp"
 #include "packswap/detail/sort.hpp"
+#include "packswap/refine/detail/stage2/compensate.hpp"
 #include "packswap/refine/detail/stage2/payoff.hpp"
 #include "packswap/refine/detail/stage2/state.hpp"
 
@@ -23,16 +24,16 @@ namespace packswap::detail::stage2 {
 /// q): L the levels the trade may take (one where a level has no slack), read from the level
 /// row of the home rank, q their packs there (none read where all are home: `state::away_at`;
 /// times the ranks of the home node with several nodes), plus the compensating pairs: at most
-/// `compensation_pairs` per trade weighed with many levels, O(k) per trade with few (k <= 64; in a
-/// settle of `settle_by_level_from` packs or more, k <= 16), and at most `settle_pairs` per visit
-/// in a settle of `capped_settle_from` packs or more; with many levels, and in a settle of
-/// `capped_settle_from` to `rows_settle_up_to` packs with more levels than `settle_pairs`, the
-/// levels read from two rows instead, O(k / 16), and only the pairs that fit weighed (a settle
-/// takes the first; the rows cost O(n + dp k) to build). O(n) per pass where costs are distinct.
-/// In a dense settle with many levels, a visit at a tied level whose row's pack trades without
-/// compensation is O(1).
-/// Stops at the work limit (and a dense pass with up to 64 levels where its visits stop paying:
-/// `payoff`): every trade keeps the limits, so any prefix is an answer.
+/// `compensating_pairs::compensation_pairs` per trade weighed with many levels, O(k) per trade with
+/// few (k <= 64; in a settle of `settle_by_level_from` packs or more, k <= 16), and at most
+/// `settle_pairs` per visit in a settle of `capped_settle_from` packs or more; with many levels,
+/// and in a settle of `capped_settle_from` to `rows_settle_up_to` packs with more levels than
+/// `settle_pairs`, the levels read from two rows instead, O(k / 16), and only the pairs that fit
+/// weighed (a settle takes the first; the rows cost O(n + dp k) to build). O(n) per pass where
+/// costs are distinct. In a dense settle with many levels, a visit at a tied level whose row's pack
+/// trades without compensation is O(1). Stops at the work limit (and a dense pass with up to 64
+/// levels where its visits stop paying: `payoff`): every trade keeps the limits, so any prefix is
+/// an answer.
 class bring_home_phase {
  public:
   // (4) For every pack p away from home, trade it for a pack q its home rank h holds for somebody
@@ -89,8 +90,8 @@ class bring_home_phase {
     const std::int32_t pairs_per_visit = dense && st.n >= capped_settle_from
                                              ? settle_pairs
                                              : std::numeric_limits<std::int32_t>::max();
-    // With many levels compensate() reads the pairs from the rows (see compensate_by_rows), and
-    // a settle takes the first that fits. With few, a visit weighs the home rank's items in
+    // With many levels compensate_ reads the pairs from the rows (see compensating_pairs::by_rows),
+    // and a settle takes the first that fits. With few, a visit weighs the home rank's items in
     // order instead, which weighs every pair but in a settle of `capped_settle_from` packs or
     // more, where it stops at `settle_pairs` and, at eps = 0, these rarely fit. There, with more
     // levels than that (up to settle_scan_items_up_to: more read by level) and up to
@@ -101,10 +102,9 @@ class bring_home_phase {
     // 1,048,576-pack target's batches too) 0.001-0.003 less for 1.04-1.06 times the time, as the
     // level lists and rows the trades keep up come from beyond the caches. Those rows are built
     // before the payoff's windows are sized, which judge visits alone.
-    settling_ = dense;
     const bool rows_few =
         !by_level && static_cast<std::size_t>(pairs_per_visit) < st.k && st.n <= rows_settle_up_to;
-    rows_ = by_level || rows_few;
+    compensate_.start(dense, by_level || rows_few);
     // A dense settle by level tries the pack a row holds first, at crowded tied levels (see
     // try_rank), where the batch has any. O(k) to tell.
     quick_ = dense && by_level && crowded_level(st);
@@ -194,16 +194,15 @@ class bring_home_phase {
         }
         ++st.work;
         const auto p = static_cast<std::size_t>(away_[next]);
-        movable_for_ = st.n; // r's packs may have changed since the last visit
-        pairs_left_ = pairs_per_visit;
+        compensate_.visit(st, pairs_per_visit);
         const auto r = static_cast<std::size_t>(st.pk[p].rank);
         const std::size_t h = st.src(p);
         if (r == h) {
           continue;
         }
-        move best;
+        home_trade best;
         bool found = false;
-        const auto consider = [&](const move& m) {
+        const auto consider = [&](const home_trade& m) {
           if (m.delta < 0 && (!found || m.delta < best.delta)) {
             best = m;
             found = true;
@@ -251,7 +250,7 @@ class bring_home_phase {
             if (loads_fit) {
               consider({q, 0, 0, delta});
             } else if (t == h) { // compensation only for the trade that brings p home
-              compensate(st, t, r, p, q, d, delta, consider);
+              compensate_(st, t, r, p, q, d, delta, consider);
             }
           };
           // A quick trade: at a crowded tied level, in a dense settle by level, the pack t's row
@@ -347,11 +346,6 @@ class bring_home_phase {
   }
 
  private:
-  struct move {
-    std::size_t q = 0, u = 0, v = 0; // u == v: no compensating trade
-    std::int64_t delta = 0;
-  };
-
   // Whether level l is a crowded tied level: `quick_level_packs` packs a rank or more, as costs
   // from a few values give (a fixed-resolution encoder; levels of equal caps share their packs).
   // O(1).
@@ -425,181 +419,6 @@ class bring_home_phase {
     }
   }
 
-  // The compensating trade for trading p (on r) for q (on t, p's home), which moves d from r to
-  // t and lets the loads overflow: a same-level trade u (on t) <-> v (on r) of two packs both
-  // away from home (moving them again costs nothing in general) carrying e = cost(u) - cost(v)
-  // back, with both loads fitting iff e lies in [e_lo, e_hi]. u and v share a level, so |e| is
-  // at most its spread: only levels whose spread can reach the range are tried (with few levels
-  // and no rows, every item of t once; with many, and in the settles run() names, at most
-  // `compensation_pairs` pairs, only those that fit, read from the rows widest level first:
-  // compensate_by_rows).
-  template <class Consider>
-  void compensate(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
-                  std::int64_t d, std::int64_t delta, Consider&& consider) {
-    const std::int64_t e_lo = st.load[t] + d - st.limit;
-    const std::int64_t e_hi = st.limit - st.load[r] + d;
-    // A level's pair can carry e back iff its spread is at least `need`.
-    const std::int64_t need = std::max(e_lo, -e_hi);
-    if (st.spread_levels == 0 || st.widest_spread[0] < need) {
-      return; // no level's spread reaches the range
-    }
-    if (rows_) {
-      compensate_by_rows(st, t, r, p, q, need, e_lo, e_hi, delta, consider);
-      return;
-    }
-    // Few levels (without rows, k <= scan_items_up_to): t's items in sequence, each u of a level
-    // whose spread reaches the range paired with r's away-from-home pack of its level (`movable_`,
-    // indexed once per p). Read once: `consider` writes through references the compiler cannot tell
-    // apart.
-    const state::item* t_items = &st.items[t * st.k];
-    const state::item* r_items = &st.items[r * st.k];
-    const std::size_t t_used = st.used[t];
-    const std::int64_t* spread = st.level_spread.data();
-    st.work += static_cast<std::int64_t>(t_used / 16 + 1);
-    if (movable_for_ != p) {
-      index_movable(st, r, p);
-      movable_for_ = p;
-    }
-    const std::int32_t* movable = movable_.data();
-    // The items that pair, listed first without a branch (see run()), then weighed in order.
-    std::size_t m = 0;
-    for (std::size_t a = 0; a < t_used; ++a) {
-      const auto l = static_cast<std::size_t>(t_items[a].level);
-      pairing_[m] = static_cast<std::int32_t>(a);
-      m += static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].pack) != q) &
-           static_cast<std::size_t>(static_cast<std::size_t>(t_items[a].home) != t) &
-           static_cast<std::size_t>(spread[l] >= need) & static_cast<std::size_t>(movable[l] >= 0);
-    }
-    for (std::size_t j = 0; j < m; ++j) {
-      const state::item& u = t_items[pairing_[j]];
-      if (pairs_left_ <= 0) {
-        return;
-      }
-      --pairs_left_;
-      ++st.work;
-      const state::item& v = r_items[movable[static_cast<std::size_t>(u.level)]];
-      const std::int64_t e = u.cost - v.cost;
-      if (e >= e_lo && e <= e_hi) {
-        consider(move{q, static_cast<std::size_t>(u.pack), static_cast<std::size_t>(v.pack),
-                      delta + st.swap_delta(u, t, v, r)});
-      }
-    }
-  }
-
-  // Whether level i's pair of two rows' offsets (T: 32 or 64 bits, `none` where a row holds no
-  // pack) differs by an amount in [lo, hi]: no branch, so a block of levels is compared at once.
-  template <class T>
-  static auto row_fits(const T* t_row, const T* r_row, T none, T lo, T hi) {
-    return [=](std::size_t i) {
-      const T e = static_cast<T>(t_row[i] - r_row[i]);
-      return static_cast<int>(t_row[i] != none) & static_cast<int>(r_row[i] != none) &
-             static_cast<int>(e >= lo) & static_cast<int>(e <= hi);
-    };
-  }
-
-  // compensate() with many levels (and in the settles with few that run() names): the pairs read
-  // from the rows of t and r (state::ensure_away_rows), over the levels whose spread reaches `need`
-  // (widest first, as above), 16 levels at a time with no branch; only the pairs whose difference
-  // fits are weighed, at most `compensation_pairs` (and the visit's pairs), and in a settle only
-  // the first. Where the loads leave a narrow range, as at eps = 0, the widest levels' pairs rarely
-  // fit, and weighing pairs one by one spent a visit's few on them; the rows find a fitting pair at
-  // any level for about the work of those few. On the stress set at eps = 0, within the same
-  // allowance, the fallback of `high-res` 64 x 256 moves 0.39-0.43 of Karmarkar-Karp's bytes
-  // instead of 0.68-0.74, and 1,024 x 256 (262,144 packs) 0.44-0.47 instead of 0.68-0.77. A row
-  // holds one pack per level, so where several of a rank's packs of a level are away from home, one
-  // of them pairs. Work: one unit per 32 levels read (the rows of 32-bit offsets are read in
-  // sequence and compared several at a time), one per block of 16 holding a pair that fits, one per
-  // pair weighed. Where a level's spread passes 32 bits (costs in nanoseconds or finer, giant
-  // packs) the offsets are 64-bit, counted alike: before, such batches weighed the pairs one by one
-  // (`high-res` 256 x 64 in nanoseconds: 0.64 of Karmarkar-Karp's bytes, 0.48 in microseconds).
-  // Counted so, the settles after a search gives up took 0.98-1.03 times the time of the pairs
-  // weighed one by one up to 65,536 packs, and 1.09-1.19 at 262,144 packs (paired runs), where more
-  // of their trades succeed (each moves four packs) and the rows (4 bytes per pack) come from
-  // further out than the caches; the searches that succeed there took 0.91 (`vlm-pretrain` 1,024 x
-  // 256).
-  template <class Consider>
-  void compensate_by_rows(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
-                          std::int64_t need, std::int64_t e_lo, std::int64_t e_hi,
-                          std::int64_t delta, Consider&& consider) {
-    st.ensure_away_rows();
-    const auto spreads = st.widest_spread.begin();
-    const auto wide = static_cast<std::size_t>(
-        std::partition_point(spreads, spreads + static_cast<std::ptrdiff_t>(st.spread_levels),
-                             [&](std::int64_t spread) { return spread >= need; }) -
-        spreads);
-    // Counted alike with 32- and 64-bit offsets (the scan is a small part of a visit), so that
-    // costs given in a finer unit (exact multiples) take the same pairs with the same work.
-    st.work += static_cast<std::int64_t>(wide / 32 + 1);
-    if (st.wide_rows()) {
-      weigh_rows(st, t, r, p, q, wide, delta,
-                 row_fits(&st.away_offset_wide[t * st.k], &st.away_offset_wide[r * st.k],
-                          state::no_offset_wide, e_lo, e_hi),
-                 consider);
-      return;
-    }
-    // The difference of two packs of a level lies within its spread, below offset_bound: the
-    // range clamped to twice that keeps every difference that fits, in 32 bits.
-    constexpr std::int64_t clamp = 2 * state::offset_bound;
-    const auto lo = static_cast<std::int32_t>(std::clamp(e_lo, -clamp, clamp));
-    const auto hi = static_cast<std::int32_t>(std::clamp(e_hi, -clamp, clamp));
-    weigh_rows(
-        st, t, r, p, q, wide, delta,
-        row_fits(&st.away_offset[t * st.k], &st.away_offset[r * st.k], state::no_offset, lo, hi),
-        consider);
-  }
-
-  // compensate_by_rows' weighing, for a `fits(i)` of either width: the levels [0, wide) in
-  // blocks of 16, the pairs that fit weighed in order (see there).
-  template <class Fits, class Consider>
-  void weigh_rows(state& st, std::size_t t, std::size_t r, std::size_t p, std::size_t q,
-                  std::size_t wide, std::int64_t delta, const Fits& fits, Consider&& consider) {
-    std::int32_t pairs = std::min(settling_ ? 1 : compensation_pairs, pairs_left_);
-    for (std::size_t block = 0; block < wide && pairs > 0; block += 16) {
-      const std::size_t end = std::min(wide, block + 16);
-      int any = 0;
-      for (std::size_t i = block; i < end; ++i) {
-        any |= fits(i);
-      }
-      if (any == 0) {
-        continue;
-      }
-      ++st.work;
-      std::size_t fitting[16];
-      std::size_t m = 0;
-      for (std::size_t i = block; i < end; ++i) {
-        fitting[m] = i;
-        m += static_cast<std::size_t>(fits(i));
-      }
-      for (std::size_t j = 0; j < m && pairs > 0; ++j) {
-        const auto u = static_cast<std::size_t>(st.away_pack[t * st.k + fitting[j]]);
-        const auto v = static_cast<std::size_t>(st.away_pack[r * st.k + fitting[j]]);
-        if (u == q || v == p) {
-          continue;
-        }
-        --pairs;
-        --pairs_left_;
-        ++st.work;
-        consider(move{q, u, v, delta + st.swap_delta(u, t, v, r)});
-      }
-    }
-  }
-
-  // movable_[l]: the place on rank r (its index among r's) of a pack of level l that is away
-  // from home (other than `skip`), or -1; read from the places, no pack record. O(k).
-  void index_movable(const state& st, std::size_t r, std::size_t skip) {
-    movable_.assign(st.k, -1);
-    std::int32_t* movable = movable_.data();
-    const state::item* items = &st.items[r * st.k];
-    const std::size_t used = st.used[r];
-    for (std::size_t i = 0; i < used; ++i) {
-      if (static_cast<std::size_t>(items[i].pack) != skip &&
-          static_cast<std::size_t>(items[i].home) != r) {
-        movable[static_cast<std::size_t>(items[i].level)] = static_cast<std::int32_t>(i);
-      }
-    }
-  }
-
-  static constexpr std::int32_t compensation_pairs = 64;
   // Packs a rank at a level from which a dense settle tries a quick trade there (see run()).
   static constexpr std::size_t quick_level_packs = 32;
   static constexpr std::size_t scan_items_up_to = 64;        // levels; see run()
@@ -610,13 +429,9 @@ class bring_home_phase {
   static constexpr std::size_t rows_settle_up_to = 65536;    // packs, with few levels; see run()
   static constexpr std::int32_t settle_pairs = 8;            // per visit; see run()
 
+  static_assert(scan_items_up_to <= compensating_pairs::items_up_to);
   std::int32_t passing_[scan_items_up_to]; // items of a rank that a trade may take; see run()
-  std::int32_t pairing_[scan_items_up_to]; // items that may pair, within one trade's compensate()
-  std::vector<std::int32_t> movable_;      // see index_movable()
-  std::size_t movable_for_ = 0;            // the pack movable_ was indexed for
-  std::int32_t pairs_left_ = 0;            // compensating pairs the visit may still weigh
-  bool settling_ = false;                  // the pass is a settle's (dense): see run()
-  bool rows_ = false;                      // compensate() reads the rows: see run()
+  compensating_pairs compensate_;          // see compensate.hpp
   bool quick_ = false;                     // quick trades at tied levels: see run()
   std::vector<std::int32_t> away_;         // see list_away
   std::vector<std::uint8_t> away_mark_;    // by input id: see list_away and list_away_heaviest

@@ -1,8 +1,9 @@
 #pragma once
 
 #include "packswap/detail/prefetch.hpp"
-#include "packswap/detail/products.hpp"
+#include "packswap/refine/detail/stage2/batch.hpp"
 #include "packswap/refine/detail/stage2/chain.hpp"
+#include "packswap/refine/detail/stage2/cost_index.hpp"
 #include "packswap/refine/detail/stage2/level_tables.hpp"
 #include "packswap/refine/detail/stage2/pace.hpp"
 #include "packswap/refine/detail/stage2/pick.hpp"
@@ -27,9 +28,10 @@ namespace packswap::detail::stage2 {
 /// and of the cost index, where a full fix (r and its partner within the limit) moving the
 /// fewest bytes wins (with 64 levels or more, or once the attempt runs short of work, no
 /// partner is read after one that gave a full fix; once it runs short of work, nor the cost
-/// index); (2) with 64 levels or more, several same-level swaps at once with the roomiest ranks
-/// (`batch_step`); (3) the best single partial fix, among four times as many picks (by gain with
-/// 64 levels or more, else by bytes); (4) in the chained attempts, two swaps in a chain
+/// index); (2) with 64 levels or more, or on a rank past its first eight steps, several
+/// same-level swaps at once with the roomiest ranks (`batch_swaps`, batch.hpp); (3) the best single
+/// partial fix, among four times as many picks (by gain with 64 levels or more, else by bytes); (4)
+/// in the chained attempts, two swaps in a chain
 /// (`chain_search`). A rank no swap helps is passed over while the attempt is not short of work
 /// (`repair_pace::hurried`), and the others repaired; the run then returns false, naming the ranks
 /// passed over (`stuck_ranks`), for the caller to free their pins. It also returns false when
@@ -378,7 +380,7 @@ class repair_phase {
       index_search(st, exc, crowded, consider, full_known);
     }
     if (!crowded && (!found || best.full == 0)) {
-      if (!careful && batch_step(st, r, exc)) {
+      if (!careful && batch_(st, r, exc, scratch_ranks_, tables_, mine_, steps_on_[r], changed_)) {
         return true;
       }
       // Nothing with the roomiest ranks: four times as many of r's packs through the cost
@@ -394,162 +396,8 @@ class repair_phase {
     return true;
   }
 
-  // Where no single swap fixes rank r: several same-level swaps at once, with the roomiest
-  // ranks. For each level r and a partner both hold, r's most expensive pack of it for the
-  // partner's cheapest (`mine_` as repair_step left it) gives one swap moving d. The swaps that
-  // move no bytes go first, largest d first, then the fewest bytes per unit of d; each is taken
-  // while r stays above the limit, its pack is still there and the partner stays within the
-  // limit. Once only swaps that move bytes are left, with fewer than `careful_below_levels`
-  // levels and in a rank's first `careful_steps` steps, one more ends the batch: the one that
-  // ends r's excess alone moving the fewest bytes, or else the one moving the fewest per unit of
-  // d; later (a rank that needs many steps), or with more levels, they are taken in order too,
-  // which takes far fewer steps for slightly more bytes. (With a thousand levels a step reads
-  // tens of thousands of units of work, for a swap that may carry a thousandth of the excess.)
-  // Same-level swaps keep every rank's level counts. O(m k + t log(m k)) for m partners and t
-  // swaps taken or passed over. Where none fits a partner's room: the one swap that overloads a
-  // partner least, when that still lowers the total excess (the partner is repaired in its turn).
-  bool batch_step(state& st, std::size_t r, std::int64_t exc) {
-    swaps_.clear();
-    unfit_.clear();
-    for (std::size_t j = 0; j < scratch_ranks_.size(); ++j) {
-      const std::size_t s2 = scratch_ranks_[j];
-      if (st.load[s2] >= st.limit) {
-        continue;
-      }
-      const std::vector<level_entry>& theirs = tables_.partner(st, j, scratch_ranks_[j]);
-      std::size_t i = 0;
-      for (const auto& e : theirs) {
-        while (i < mine_.size() && mine_[i].level < e.level) {
-          ++i;
-        }
-        if (i < mine_.size() && mine_[i].level == e.level && e.lo_cost < mine_[i].hi_cost) {
-          const std::size_t x = mine_[i].hi;
-          const std::int64_t d = mine_[i].hi_cost - e.lo_cost;
-          // A swap that overloads its partner now does so throughout the step (a partner's
-          // load only grows in it): it is kept aside, out of the heap.
-          (st.load[s2] + d <= st.limit ? swaps_ : unfit_)
-              .push_back({d, st.swap_delta(x, r, e.lo, s2), x, e.lo, s2});
-        }
-      }
-    }
-    st.work += static_cast<std::int64_t>(swaps_.size() + unfit_.size());
-    // The order the swaps are taken in (a total order: no two share x and y). A step takes few
-    // of them, so they come off a heap, O(m + t log m) for t taken, rather than a sort of all.
-    const auto later = [](const batch_swap& a, const batch_swap& b) {
-      const bool a_free = a.delta <= 0;
-      const bool b_free = b.delta <= 0;
-      if (a_free != b_free) {
-        return b_free;
-      }
-      if (a_free) {
-        return std::tie(a.d, b.delta, b.x, b.y) < std::tie(b.d, a.delta, a.x, a.y);
-      }
-      const int c = compare_products(b.delta, a.d, a.delta, b.d);
-      return c != 0 ? c < 0 : std::tie(b.x, b.y) < std::tie(a.x, a.y);
-    };
-    std::make_heap(swaps_.begin(), swaps_.end(), later);
-    const auto usable = [&](const batch_swap& sw) {
-      return st.pk[sw.x].rank == static_cast<std::int32_t>(r) &&
-             st.pk[sw.y].rank == static_cast<std::int32_t>(sw.partner) &&
-             st.load[sw.partner] + sw.d <= st.limit;
-    };
-    bool any = false;
-    // swaps_[0, left): the heap of the swaps not taken yet; the next one goes to swaps_[left].
-    for (std::size_t left = swaps_.size(); left > 0 && st.load[r] > st.limit;) {
-      std::pop_heap(swaps_.begin(), swaps_.begin() + static_cast<std::ptrdiff_t>(left), later);
-      const batch_swap& next = swaps_[--left];
-      if (!usable(next)) {
-        continue;
-      }
-      // A swap that moves bytes while another usable one (of it and the rest) finishes the job:
-      // the one of those that moves the fewest bytes, and done.
-      if (next.delta > 0 && st.k < careful_below_levels && steps_on_[r] <= careful_steps) {
-        const std::int64_t rest = st.load[r] - st.limit;
-        const batch_swap* finish = nullptr;
-        for (std::size_t j = 0; j <= left; ++j) {
-          const auto& sw = swaps_[j];
-          if (sw.d >= rest && usable(sw) &&
-              (finish == nullptr ||
-               std::tie(sw.delta, sw.x, sw.y) < std::tie(finish->delta, finish->x, finish->y))) {
-            finish = &sw;
-          }
-        }
-        // Counted as if the swaps kept aside were in the heap: those after `next` in the order.
-        std::size_t unfit_after = 0;
-        for (const auto& sw : unfit_) {
-          unfit_after += later(sw, next) ? 1 : 0;
-        }
-        st.work += static_cast<std::int64_t>(left + 1 + unfit_after);
-        // Else the one moving the fewest bytes per unit of d, alone: the next step weighs the
-        // rest again, with what the swap changed.
-        const batch_swap& take = finish != nullptr ? *finish : next;
-        st.swap_packs(take.x, take.y);
-        changed_.push_back(take.partner);
-        return true;
-      }
-      st.swap_packs(next.x, next.y);
-      changed_.push_back(next.partner);
-      any = true;
-    }
-    if (any) {
-      return true;
-    }
-    const batch_swap* least = nullptr;
-    std::int64_t least_over = 0;
-    for (const auto* kept : {&swaps_, &unfit_}) {
-      for (const auto& sw : *kept) {
-        const std::int64_t over = sw.d - (st.limit - st.load[sw.partner]);
-        if (over < std::min(sw.d, exc) &&
-            (least == nullptr || std::tie(over, sw.delta, sw.x, sw.y) <
-                                     std::tie(least_over, least->delta, least->x, least->y))) {
-          least = &sw;
-          least_over = over;
-        }
-      }
-    }
-    if (least == nullptr) {
-      return false;
-    }
-    st.swap_packs(least->x, least->y);
-    changed_.push_back(least->partner);
-    return true;
-  }
-
-  // The first index in [first, last) of the ascending `v` whose entry is not below `key`, else
-  // `last`: std::lower_bound with the comparison feeding a conditional move, not a branch (a
-  // search for a pack's cost goes either way at random, and mispredictions cost more than the
-  // scans that follow). O(log(last - first)).
-  static std::size_t first_not_below(const std::vector<std::int64_t>& v, std::size_t first,
-                                     std::size_t last, std::int64_t key) {
-    if (first >= last) {
-      return last;
-    }
-    const std::int64_t* base = v.data() + first;
-    std::size_t len = last - first;
-    while (len > 1) {
-      const std::size_t half = len / 2;
-      base = base[half] < key ? base + half : base;
-      len -= half;
-    }
-    return static_cast<std::size_t>(base - v.data()) + (*base < key ? 1 : 0);
-  }
-
-  // The same over the cost index, for a key at most pack x's cost (x's own entry is not below
-  // it): within x's level, at or below x, where most such searches end, else below the level.
-  static std::size_t cost_index_at(const state& st, std::size_t x, std::int64_t key) {
-    const std::size_t lb = st.level_begin[static_cast<std::size_t>(st.pk[x].level)];
-    return st.sorted_cost[lb] < key ? first_not_below(st.sorted_cost, lb + 1, st.n - 1 - x, key)
-                                    : first_not_below(st.sorted_cost, 0, lb, key);
-  }
-
-  // Partners for the picked packs through the cost index: a full fix needs cost(y) <= cost(x) -
-  // exc; scan downward from there (growing difference), then upward toward cost(x) (partial
-  // fixes), and, where x's level has no slack, the cheapest packs of its level (the largest
-  // partial fixes). Each scan's ends come from the index before it starts (a search for the
-  // split, and one for the reach where it cuts a scan short). Once `full_known()` (a full fix is
-  // the best so far), a pack whose cost, read from the index, rules out a full fix is weighed
-  // there without a call to `consider`: the partial fixes, and the cheapest packs of x's level
-  // that no rank has room for. Every pack the scans pass counts as one unit of work either way.
+  // Partners for the picked packs through the cost index (see search_cost_index, cost_index.hpp),
+  // up to the room of the roomiest rank outside level repairs.
   template <class Consider, class FullKnown>
   void index_search(state& st, std::int64_t exc, bool crowded, Consider&& consider,
                     FullKnown&& full_known) {
@@ -564,75 +412,8 @@ class repair_phase {
       }
       max_room = top->empty() ? 0 : st.limit - st.load[top->front()];
     }
-    const auto limit = static_cast<std::size_t>(tuning_.scan_limit);
-    std::int64_t weighed = 0; // the packs the scans pass, each one unit of work
-    for (const std::size_t x : pick_.picks) {
-      const std::int64_t x_cost = st.pk[x].cost;
-      const std::int64_t want = x_cost - std::max<std::int64_t>(exc, 1);
-      const std::size_t split = cost_index_at(st, x, want + 1); // the first entry above want
-      // The cost index holds each level contiguously. Where no rank holds fewer than l + 1
-      // packs of level <= l (no slack), only packs of x's own level can trade places with it.
-      // No rank can absorb more than the largest room, so larger differences are never useful
-      // (outside level repairs, which may overload a partner).
-      const auto level = static_cast<std::size_t>(st.pk[x].level);
-      const std::size_t lb = st.level_begin[level];
-      const std::size_t le = st.level_end[level];
-      const std::int64_t reach = crowded ? x_cost : max_room;
-      // max(i, the first entry within reach: cost(x) - cost(y) <= reach from there up), searched
-      // for only where entry i is out of reach (most scans end within it first).
-      std::size_t reached = st.n; // not searched yet
-      const auto within_reach_from = [&](std::size_t i) {
-        if (st.sorted_cost[i] >= x_cost - reach) {
-          return i;
-        }
-        if (reached == st.n) {
-          reached = cost_index_at(st, x, x_cost - reach);
-        }
-        return std::max(i, reached);
-      };
-      // Full fixes of x's level: downward from the split, growing difference.
-      const std::size_t level_split = std::min(std::max(split, lb), le);
-      const std::size_t level_low =
-          within_reach_from(std::max(lb, level_split > limit ? level_split - limit : 0));
-      for (std::size_t i2 = level_split; i2 > level_low; --i2) {
-        consider(x, static_cast<std::size_t>(st.by_cost(i2 - 1)));
-      }
-      weighed += static_cast<std::int64_t>(level_split - std::min(level_split, level_low));
-      // Where the level has slack, across levels too: the cheaper packs of later levels, below
-      // x's level's stretch.
-      if (crowded || st.slack[level] != 0) {
-        const std::size_t start = std::min(split, lb);
-        const std::size_t low = within_reach_from(start > limit ? start - limit : 0);
-        for (std::size_t i2 = start; i2 > low; --i2) {
-          consider(x, static_cast<std::size_t>(st.by_cost(i2 - 1)));
-        }
-        weighed += static_cast<std::int64_t>(start - std::min(start, low));
-      }
-      // Partial fixes: upward from the split toward cost(x) (a difference below exc, so never a
-      // full fix), and the cheapest packs of x's level (the largest differences).
-      const bool partial_useless = full_known();
-      for (std::size_t i2 = within_reach_from(split), step = 0; i2 < st.n && step < limit / 2;
-           ++i2, ++step) {
-        if (st.sorted_cost[i2] >= x_cost) {
-          break;
-        }
-        ++weighed;
-        if (!partial_useless) {
-          consider(x, static_cast<std::size_t>(st.by_cost(i2)));
-        }
-      }
-      for (std::size_t i2 = lb; i2 < std::min(le, lb + limit / 2); ++i2) {
-        if (st.sorted_cost[i2] >= x_cost) {
-          break;
-        }
-        ++weighed;
-        const std::int64_t d = x_cost - st.sorted_cost[i2];
-        if (crowded || (d <= max_room && d >= exc) || !full_known()) {
-          consider(x, static_cast<std::size_t>(st.by_cost(i2)));
-        }
-      }
-    }
-    st.work += weighed;
+    search_cost_index(st, pick_.picks, exc, crowded, max_room, tuning_.scan_limit, consider,
+                      full_known);
   }
 
   tuning tuning_{};
@@ -642,19 +423,12 @@ class repair_phase {
   std::vector<std::size_t> roomiest_one_; // see index_search
   pack_picker pick_;
   chain_search chain_;
-  std::vector<std::size_t> changed_;                       // the ranks a step changed
-  std::vector<std::size_t> stuck_;                         // see stuck_ranks()
-  std::vector<std::int32_t> steps_on_;                     // steps taken on each rank in this run
-  bool run_charged_ = false;                               // see repair_step()
-  static constexpr std::int32_t careful_steps = 2;         // see batch_step()
-  static constexpr std::size_t careful_below_levels = 512; // see batch_step()
+  std::vector<std::size_t> changed_;   // the ranks a step changed
+  std::vector<std::size_t> stuck_;     // see stuck_ranks()
+  std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
+  bool run_charged_ = false;           // see repair_step()
   static constexpr std::int32_t careful_rank_steps = 8;
-  struct batch_swap {
-    std::int64_t d, delta;
-    std::size_t x, y, partner;
-  };
-  std::vector<batch_swap> swaps_; // see batch_step()
-  std::vector<batch_swap> unfit_; // see batch_step()
+  batch_swaps batch_;             // several same-level swaps at once: see batch.hpp
   std::vector<level_entry> mine_; // the table of the rank under repair
   level_tables tables_;           // its partners', and how mine_ is built
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;

@@ -480,9 +480,9 @@ struct state {
   }
 
   // Rows of the packs away from home, by level, for the bring-home's compensating pairs
-  // (bring_home_phase::compensate_by_rows): away_pack[r * k + spread_pos[l]] is a pack of level
-  // l on rank r away from home (-1 if none) and away_offset beside it its cost less the level's
-  // cheapest (`no_offset` if none), so that two ranks' rows read in sequence give the cost
+  // (compensating_pairs::by_rows, compensate.hpp): away_pack[r * k + spread_pos[l]] is a pack of
+  // level l on rank r away from home (-1 if none) and away_offset beside it its cost less the
+  // level's cheapest (`no_offset` if none), so that two ranks' rows read in sequence give the cost
   // difference of a pair of their packs at every level, in 32 bits; where some level's spread is
   // offset_bound or more (costs in a fine unit, or a few giant packs: `wide_rows()`), in 64 bits,
   // in away_offset_wide (`no_offset_wide` if none). The row's pack is the first away from home
