@@ -151,18 +151,21 @@ TEST_CASE("order_desc lists ids by key descending, ties by id") {
 TEST_CASE("order_asc lists ids by key ascending, ties by id") {
   prng rng(4);
   // Key shapes: narrow (many ties), loads (a band above a large base), a range that fills the
-  // 63-bit word with the id to the last bit, one more (the fallback), the whole range, equal.
-  enum shape { narrow, loads, word_edge, past_edge, too_wide, equal };
+  // 63-bit word with the id to the last bit, one more (the fallback), the whole range, equal,
+  // and nearly in order (each key within a few places of its own: below 1,024 keys, sorted
+  // without the radix passes that take the others from 128 keys).
+  enum shape { narrow, loads, word_edge, past_edge, too_wide, equal, near };
   detail::order_scratch ws; // reused across calls, as the re-deal does
   std::vector<std::int32_t> got;
-  for (const std::size_t n : {0, 1, 2, 47, 48, 370, 2049, 6000, 20000}) {
+  for (const std::size_t n : {0, 1, 2, 47, 48, 127, 128, 370, 1023, 2049, 6000, 20000}) {
     int id_bits = 1;
     while ((std::size_t{1} << id_bits) < n) {
       ++id_bits;
     }
-    for (const shape sh : {narrow, loads, word_edge, past_edge, too_wide, equal}) {
+    for (const shape sh : {narrow, loads, word_edge, past_edge, too_wide, equal, near}) {
       std::vector<std::int64_t> key(n);
-      for (auto& k : key) {
+      for (std::size_t i = 0; i < n; ++i) {
+        auto& k = key[i];
         switch (sh) {
         case narrow:
           k = rng.uniform(0, 20);
@@ -181,6 +184,9 @@ TEST_CASE("order_asc lists ids by key ascending, ties by id") {
           break;
         case equal:
           k = 7;
+          break;
+        case near:
+          k = 1000 * static_cast<std::int64_t>(i) + rng.uniform(0, 3000);
           break;
         }
       }

@@ -286,8 +286,16 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
 /// Below 1,024 keys, each key (less the smallest) and its id share one word when they fit in 63
 /// bits, so the words are distinct, need no tie-break and sort as plain integers
 /// (`stable_sort_desc` on their negation: one bucket pass and an insertion pass, whose
-/// mispredicted branches grow with the count); more keys go through `radix_order` on (key -
-/// smallest key); keys too wide for either, through a stable comparison sort.
+/// mispredicted branches grow with the count, and with the distance of each word from its place);
+/// from `scattered_from` keys, where more than one in `far_share` lies above the one `far_stride`
+/// after it, LSD radix passes over the key bits instead (8 a pass, one pass to tell which: the
+/// re-deal's keys, a rank's load less a pack's cost, lie near their place where the loads are
+/// close and far where they spread, as with a few giant packs); more keys go through
+/// `radix_order` on (key - smallest key); keys too wide for either, through a stable comparison
+/// sort.
+inline constexpr std::size_t scattered_from = 128; // keys; see order_asc
+inline constexpr std::size_t far_stride = 16;      // see order_asc
+inline constexpr std::size_t far_share = 8;        // see order_asc
 inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& ids,
                       order_scratch& ws) {
   const std::size_t n = key.size();
@@ -310,9 +318,23 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
     for (std::size_t i = 0; i < n; ++i) {
       word[i] = ((static_cast<std::uint64_t>(key[i]) - base) << id_bits) | i;
     }
-    // Ascending words: descending by their negation (words < 2^63).
-    stable_sort_desc(word.data(), n, ws.tmp,
-                     [](std::uint64_t w) { return -static_cast<std::int64_t>(w); });
+    // Ascending words: descending by their negation (words < 2^63); where many words lie far
+    // from their place (an entry above the one `far_stride` after it), LSD radix passes over
+    // the key bits instead, stable, so equal keys keep their ids' order (see above).
+    std::size_t far = 0;
+    for (std::size_t i = 0; i + far_stride < n; ++i) {
+      far += word[i] > word[i + far_stride] ? 1 : 0;
+    }
+    if (n >= scattered_from && far_share * far > n) {
+      ws.tmp.resize(n);
+      const auto key_part = [id_bits](std::uint64_t w) {
+        return -static_cast<std::int64_t>(w >> id_bits);
+      };
+      radix_passes_desc(word.data(), n, ws.tmp.data(), key_part, 0, bit_width_of(range));
+    } else {
+      stable_sort_desc(word.data(), n, ws.tmp,
+                       [](std::uint64_t w) { return -static_cast<std::int64_t>(w); });
+    }
     const std::uint64_t id_mask = (std::uint64_t{1} << id_bits) - 1;
     for (std::size_t i = 0; i < n; ++i) {
       ids[i] = static_cast<std::int32_t>(word[i] & id_mask);
