@@ -20,8 +20,9 @@ namespace packswap::detail::stage2 {
 /// did; no sweep raises the largest load. Ends with every pack's place written back (not
 /// through swap_packs: the level lists are stale until a later phase indexes them again).
 ///
-/// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs (radix
-/// passes from 256 packs, a comparison sort below): O(n log dp) per sweep at worst; per unlock
+/// Complexity: per sweep, one sort and one linear pass per level over its unlocked packs
+/// (`order_asc`: radix passes from 1,024 packs, and from 128 where the keys lie far from their
+/// order; below, a bucket pass and insertion): O(n log dp) per sweep at worst; per unlock
 /// round O(dp) plus O(k) per far rank (O(k log k) for a rank above the limit in a large batch,
 /// see unlock_to_cover(); O(k) where one pin covers it) and a merge of the unlocked list (O(k) to
 /// shift the levels' stretches, plus the unlocked packs and the fresh ones sorted). At most
