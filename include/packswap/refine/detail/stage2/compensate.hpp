@@ -21,7 +21,8 @@ struct home_trade {
 /// pack home would put a load above the limit, a second trade between the same two ranks, of two
 /// packs of one level both away from home, that carries the difference back.
 ///
-/// Reads the state and offers candidates to the caller's `consider`; it changes nothing.
+/// Moves no pack: it counts its work in the state (and builds the rows on first need) and offers
+/// candidates to the caller's `consider`.
 ///
 /// Complexity: per call, with few levels and no rows O(k) (the places of both ranks; the other
 /// rank's indexed once per visit, O(k)); from the rows O(L / 32 + L / 16 + c) for the L levels

@@ -11,8 +11,8 @@ namespace packswap::detail::stage2 {
 
 // The repair's search through the cost index (stage 2, phase 4, see repair_phase): the packs of
 // the batch by cost (state::sorted_cost, state::by_cost), each level one stretch of it, searched
-// for the partners of a pick whose swap sheds a given excess. Pure reads of the state; the
-// candidates go to the repair's `consider`.
+// for the partners of a pick whose swap sheds a given excess. It reads the state and counts its
+// work there; the candidates go to the repair's `consider`.
 
 // The first index in [first, last) of the ascending `v` whose entry is not below `key`, else
 // `last`: std::lower_bound with the comparison feeding a conditional move, not a branch (a
