@@ -1,7 +1,7 @@
 #pragma once
 
 #include "packswap/detail/prefetch.hpp"
-#include "packswap/refine/detail/stage2/batch.hpp"
+#include "packswap/refine/detail/stage2/batch_swaps.hpp"
 #include "packswap/refine/detail/stage2/chain.hpp"
 #include "packswap/refine/detail/stage2/cost_index.hpp"
 #include "packswap/refine/detail/stage2/level_tables.hpp"
@@ -20,25 +20,24 @@ namespace packswap::detail::stage2 {
 
 /// Stage 2, phase 4: repair. Swaps packs until no rank is above the limit or crowds a level.
 ///
-/// Every step lowers the total excess (load above the limit, summed over ranks) or, on a rank
-/// that crowds a level, moves a pack at or below its lowest crowded level out for one above it;
-/// swaps keep every other rank's level constraints. A step on rank r tries, in order: (1) single
-/// swaps of r's picked packs (`pack_picker`: those that can shed its excess, fewest bytes first,
-/// and those that can shed the most) with packs of the roomiest ranks (by level, `level_tables`)
-/// and of the cost index, where a full fix (r and its partner within the limit) moving the
-/// fewest bytes wins (with 64 levels or more, or once the attempt runs short of work, no
-/// partner is read after one that gave a full fix; once it runs short of work, nor the cost
-/// index); (2) with 64 levels or more, or on a rank past its first eight steps, several
-/// same-level swaps at once with the roomiest ranks (`batch_swaps`, batch.hpp); (3) the best single
-/// partial fix, among four times as many picks (by gain with 64 levels or more, else by bytes); (4)
-/// in the chained attempts, two swaps in a chain
-/// (`chain_search`). A rank no swap helps is passed over while the attempt is not short of work
-/// (`repair_pace::hurried`), and the others repaired; the run then returns false, naming the ranks
-/// passed over (`stuck_ranks`), for the caller to free their pins. It also returns false when
-/// out of swaps or out of work (`state::out_of_work`), or when the attempt's repairs, at the pace
-/// they go, cannot end it within the work left (`repair_pace::hopeless`: then the search gives up
-/// the rest of its work and no later attempt runs, as the answer at the bound would be the
-/// fallback's anyway).
+/// Every step lowers the total excess (load above the limit, summed over ranks) or, on a rank that
+/// crowds a level, moves a pack at or below its lowest crowded level out for one above it; swaps
+/// keep every other rank's level constraints. A step on rank r tries, in order: (1) single swaps of
+/// r's picked packs (`pack_picker`: those that can shed its excess, fewest bytes first, and those
+/// that can shed the most) with packs of the roomiest ranks (by level, `level_tables`) and of the
+/// cost index, where a full fix (r and its partner within the limit) moving the fewest bytes wins
+/// (with 64 levels or more, or once the attempt runs short of work, no partner is read after one
+/// that gave a full fix; once it runs short of work, nor the cost index); (2) with 64 levels or
+/// more, or on a rank past its first eight steps, several same-level swaps at once with the
+/// roomiest ranks (`batch_swaps`, batch_swaps.hpp); (3) the best single partial fix, among four
+/// times as many picks (by gain with 64 levels or more, else by bytes); (4) in the chained
+/// attempts, two swaps in a chain (`chain_search`). A rank no swap helps is passed over while the
+/// attempt is not short of work (`repair_pace::hurried`), and the others repaired; the run then
+/// returns false, naming the ranks passed over (`stuck_ranks`), for the caller to free their pins.
+/// It also returns false when out of swaps or out of work (`state::out_of_work`), or when the
+/// attempt's repairs, at the pace they go, cannot end it within the work left
+/// (`repair_pace::hopeless`: then the search gives up the rest of its work and no later attempt
+/// runs, as the answer at the bound would be the fallback's anyway).
 ///
 /// Complexity: per step, for p picks (repair_picks of each kind, four times as many for a partial
 /// fix) and the m roomiest ranks: O(k) to read the rank and pick, O(m (k / 16 + k)) for the level
@@ -428,7 +427,7 @@ class repair_phase {
   std::vector<std::int32_t> steps_on_; // steps taken on each rank in this run
   bool run_charged_ = false;           // see repair_step()
   static constexpr std::int32_t careful_rank_steps = 8;
-  batch_swaps batch_;             // several same-level swaps at once: see batch.hpp
+  batch_swaps batch_;             // several same-level swaps at once: see batch_swaps.hpp
   std::vector<level_entry> mine_; // the table of the rank under repair
   level_tables tables_;           // its partners', and how mine_ is built
   std::vector<std::pair<std::int64_t, std::int64_t>> scratch_entries_;
