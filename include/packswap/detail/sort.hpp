@@ -55,14 +55,15 @@ void stable_order(span<const std::int64_t> key, std::vector<std::int32_t>& ids, 
 ///
 /// Each id and its key share one 64-bit word, radix-sorted (LSD) on the key bits alone: the
 /// words start in id order and every pass is stable, so equal keys stay in id order without
-/// passes over the id bits. Digits of 11 bits (up to 16 for large inputs, fewer passes),
-/// skipping digits all words share: keys rarely need more than two passes.
+/// passes over the id bits. Digits of 11 bits (8 below 1,024 words, where a pass over 2,048
+/// counts costs more than the words; up to 16 for large inputs, fewer passes), skipping digits
+/// all words share: keys rarely need more than two passes.
 template <class Rel>
 void radix_order(std::size_t n, int key_bits, Rel rel, std::vector<std::int32_t>& ids,
                  order_scratch& ws) {
   const int id_bits = id_bits_for(n);
   ids.resize(n);
-  int bits = 11; // keeps the counts in L1
+  int bits = n < 1024 ? 8 : 11; // counts in L1; below 1,024 words fewer to clear and sum
   if (n >= 65536 && key_bits > 0) {
     const int wide = (key_bits + 15) / 16; // wider digits for large inputs save a pass
     bits = (key_bits + wide - 1) / wide;
@@ -288,11 +289,10 @@ void stable_sort_desc(T* data, std::size_t n, std::vector<T>& scratch, Key key) 
 /// (`stable_sort_desc` on their negation: one bucket pass and an insertion pass, whose
 /// mispredicted branches grow with the count, and with the distance of each word from its place);
 /// from `scattered_from` keys, where more than one in `far_share` lies above the one `far_stride`
-/// after it, LSD radix passes over the key bits instead (8 a pass, one pass to tell which: the
-/// re-deal's keys, a rank's load less a pack's cost, lie near their place where the loads are
-/// close and far where they spread, as with a few giant packs); more keys go through
-/// `radix_order` on (key - smallest key); keys too wide for either, through a stable comparison
-/// sort.
+/// after it, `radix_order` instead (one pass to tell which: the re-deal's keys, a rank's load less
+/// a pack's cost, lie near their place where the loads are close and far where they spread, as
+/// with a few giant packs); more keys go through `radix_order` on (key - smallest key) too; keys
+/// too wide for either, through a stable comparison sort.
 inline constexpr std::size_t scattered_from = 128; // keys; see order_asc
 inline constexpr std::size_t far_stride = 16;      // see order_asc
 inline constexpr std::size_t far_share = 8;        // see order_asc
@@ -312,29 +312,25 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
   const int id_bits = id_bits_for(n);
   const auto range = static_cast<std::uint64_t>(kmax) - static_cast<std::uint64_t>(kmin);
   const auto base = static_cast<std::uint64_t>(kmin);
+  const auto rel = [&](std::size_t i) { return static_cast<std::uint64_t>(key[i]) - base; };
   if (n < 1024 && id_bits < 63 && (range >> (63 - id_bits)) == 0) {
+    // Where many keys lie far from their place (above the one `far_stride` after it): radix.
+    std::size_t far = 0;
+    for (std::size_t i = 0; i + far_stride < n; ++i) {
+      far += key[i] > key[i + far_stride] ? 1 : 0;
+    }
+    if (n >= scattered_from && far_share * far > n) {
+      radix_order(n, bit_width_of(range), rel, ids, ws);
+      return;
+    }
     auto& word = ws.word;
     word.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      word[i] = ((static_cast<std::uint64_t>(key[i]) - base) << id_bits) | i;
+      word[i] = (rel(i) << id_bits) | i;
     }
-    // Ascending words: descending by their negation (words < 2^63); where many words lie far
-    // from their place (an entry above the one `far_stride` after it), LSD radix passes over
-    // the key bits instead, stable, so equal keys keep their ids' order (see above).
-    std::size_t far = 0;
-    for (std::size_t i = 0; i + far_stride < n; ++i) {
-      far += word[i] > word[i + far_stride] ? 1 : 0;
-    }
-    if (n >= scattered_from && far_share * far > n) {
-      ws.tmp.resize(n);
-      const auto key_part = [id_bits](std::uint64_t w) {
-        return -static_cast<std::int64_t>(w >> id_bits);
-      };
-      radix_passes_desc(word.data(), n, ws.tmp.data(), key_part, 0, bit_width_of(range));
-    } else {
-      stable_sort_desc(word.data(), n, ws.tmp,
-                       [](std::uint64_t w) { return -static_cast<std::int64_t>(w); });
-    }
+    // Ascending words: descending by their negation (words < 2^63).
+    stable_sort_desc(word.data(), n, ws.tmp,
+                     [](std::uint64_t w) { return -static_cast<std::int64_t>(w); });
     const std::uint64_t id_mask = (std::uint64_t{1} << id_bits) - 1;
     for (std::size_t i = 0; i < n; ++i) {
       ids[i] = static_cast<std::int32_t>(word[i] & id_mask);
@@ -346,8 +342,6 @@ inline void order_asc(span<const std::int64_t> key, std::vector<std::int32_t>& i
     stable_order(key, ids, std::less<>());
     return;
   }
-  radix_order(
-      n, key_bits, [&](std::size_t i) { return static_cast<std::uint64_t>(key[i]) - base; }, ids,
-      ws);
+  radix_order(n, key_bits, rel, ids, ws);
 }
 } // namespace packswap::detail
