@@ -174,7 +174,7 @@ class bring_home_phase {
           if (next + state::prefetch_distance / 2 < visits) {
             const auto [row, l] = row_level(state::prefetch_distance / 2);
             prefetch(&st.at_level[row + l]);
-            prefetch(&st.away_at[row + st.spread_pos[l]]);
+            prefetch(&st.away_at[row + l]);
           }
           if (next + state::prefetch_distance / 4 < visits) {
             const auto [row, l] = row_level(state::prefetch_distance / 4);
@@ -307,7 +307,7 @@ class bring_home_phase {
           st.work +=
               static_cast<std::int64_t>(highest + 16 - static_cast<std::size_t>(lowest)) / 16;
           for (auto l = static_cast<std::size_t>(lowest); l <= highest; ++l) {
-            if (st.away_at[t * st.k + st.spread_pos[l]] == 0) { // all home: counted, not read
+            if (st.away_at[t * st.k + l] == 0) { // all home: counted, not read
               st.work += st.cnt[t * st.k + l];
               continue;
             }

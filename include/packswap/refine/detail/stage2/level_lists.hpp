@@ -19,12 +19,11 @@ namespace packswap::detail::stage2 {
 /// passed where the row's pack leaves.
 struct level_lists : placement {
   // The packs of every rank by level, as doubly linked lists: at_level[r * k + l] heads rank r's
-  // packs of level l, linked by next_at_level (-1 ends the list), and away_at[r * k +
-  // spread_pos[l]] counts those of them away from home (so a search skips a list whose packs
-  // are all home without reading their records; kept in spread order, so a scan of the levels
-  // widest first reads it in sequence). Built here in O(n + dp k); a swap keeps them up to
-  // date (link, unlink) until `levels_live` is cleared (place/unplace and the re-deal's writes do
-  // not).
+  // packs of level l, linked by next_at_level (-1 ends the list), and away_at[r * k + l] counts
+  // those of them away from home (so a search skips a list whose packs are all home without
+  // reading their records; by level, as the bring-home reads a rank's levels in a row). Built here
+  // in O(n + dp k); a swap keeps them up to date (link, unlink) until `levels_live` is cleared
+  // (place/unplace and the re-deal's writes do not).
   void index_levels() {
     rows_live = false; // rebuilt by state::ensure_away_rows() when next needed
     at_level.assign(dp * k, -1);
@@ -61,7 +60,7 @@ struct level_lists : placement {
   void link(std::size_t p, std::size_t r) {
     const auto l = static_cast<std::size_t>(pk[p].level);
     const std::size_t pos = spread_pos[l];
-    away_at[r * k + pos] += src(p) != r ? 1 : 0;
+    away_at[r * k + l] += src(p) != r ? 1 : 0;
     if (rows_live && src(p) != r) {
       // At the head of the level list: the rank's first pack away from home at its level.
       if (any_listed && away_listed[l] != 0) {
@@ -75,7 +74,7 @@ struct level_lists : placement {
   void unlink(std::size_t p, std::size_t r) {
     const auto l = static_cast<std::size_t>(pk[p].level);
     const std::size_t at = r * k + spread_pos[l];
-    away_at[at] -= src(p) != r ? 1 : 0;
+    away_at[r * k + l] -= src(p) != r ? 1 : 0;
     erase(at_level[r * k + l], next_at_level, prev_at_level, p);
     if (!rows_live) {
       return;
@@ -181,7 +180,7 @@ struct level_lists : placement {
   // Rank r's row at level l from its level list: the first pack there away from home.
   void find_away_row(std::size_t r, std::size_t l) {
     std::int32_t first = -1;
-    if (away_at[r * k + spread_pos[l]] != 0) {
+    if (away_at[r * k + l] != 0) {
       for (std::int32_t x = at_level[r * k + l]; x >= 0;
            x = next_at_level[static_cast<std::size_t>(x)]) {
         if (src(static_cast<std::size_t>(x)) != r) {
@@ -196,7 +195,7 @@ struct level_lists : placement {
   // there (the first of them).
   void list_away_row(std::size_t r, std::size_t l) {
     std::int32_t last = -1;
-    if (away_at[r * k + spread_pos[l]] != 0) {
+    if (away_at[r * k + l] != 0) {
       for (std::int32_t x = at_level[r * k + l]; x >= 0;
            x = next_at_level[static_cast<std::size_t>(x)]) {
         const auto p = static_cast<std::size_t>(x);
