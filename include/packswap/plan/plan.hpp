@@ -322,8 +322,8 @@ struct plan_builder {
   // or, with its sender, to the receive list, both then in cell order. Only that last pass reads
   // pack records at random, each fetched a few cells ahead, where fill_cells writes the keep and
   // receive lists at random and deals the receives from a list by sender (a plan of every rank of
-  // `bimodal` 65,536 x 16, 1,048,576 packs: 37-44 ms instead of 56-62; docs/performance.md).
-  // O(visits + cells + dp).
+  // `bimodal` 65,536 x 16, 1,048,576 packs: 41-42 ms instead of 61-64, medians of the benchmark
+  // bench/plan/build.cpp; docs/performance.md). O(visits + cells + dp).
   static void fill_one_pack_cells(span<const pack_meta> packs, const assignment& a,
                                   plan_scope scope, plan_scratch& ws, plan& out) {
     const std::size_t cells = scope.cells();
