@@ -232,8 +232,6 @@ struct plan_scope {
   std::size_t ga = 0;
   std::size_t packs = 0;
   const std::vector<std::int32_t>* involved = nullptr; // null: every pack
-  // Cells ahead whose pack record plan_builder::fill_one_pack_cells fetches.
-  static constexpr std::size_t fetch_ahead = 8;
 
   std::size_t cells() const { return static_cast<std::size_t>(last - first) * ga; }
   // One unsigned comparison, tested before from != to: for a rank's own plan it is almost always
@@ -254,6 +252,9 @@ struct plan_scope {
 // The passes that fill a plan's lists (see build_plan_into). Linear: lists are filled in the order
 // they must end up in, so nothing is comparison-sorted.
 struct plan_builder {
+  // Cells ahead whose pack record fill_one_pack_cells fetches.
+  static constexpr std::size_t fetch_ahead = 8;
+
   // The compute, keep and receive lists where cells hold several packs: one pass counts the packs
   // kept per cell, received per sender and sent (count_send), one backwards fills the compute and
   // keep lists and lists the received packs by sender and the sent ones by receiver (stable in
@@ -355,8 +356,8 @@ struct plan_builder {
     std::size_t c = 0;
     for (std::int32_t r = scope.first; r < scope.last; ++r) {
       for (std::size_t step = 0; step < scope.ga; ++step, ++c) {
-        if (c + plan_scope::fetch_ahead < cells) {
-          prefetch(&packs[static_cast<std::size_t>(out.compute_[c + plan_scope::fetch_ahead])]);
+        if (c + fetch_ahead < cells) {
+          prefetch(&packs[static_cast<std::size_t>(out.compute_[c + fetch_ahead])]);
         }
         out.keep_off_[c] = static_cast<std::int64_t>(k);
         const std::int32_t p = out.compute_[c];
