@@ -6,7 +6,7 @@
 //       [--large 262144,1048576|none] [--mbs 2,4|none] [--shapes DPxGA[xMBS],...]
 //       [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3] [--first-seed 1] [--repeat 3]
 //       [--json FILE] [--write-batches DIR] [--kept] [--flow-work 33554432] [--cost-unit 1]
-//       [--work-scale 1] [--smoke]
+//       [--work-scale 1] [--ranks-per-node N] [--node-weight 4] [--smoke]
 //
 // Sections: (1) `--packs` packs as dp x ga for every ga of `--ga`, and dp x 1,024 for every dp
 // of `--small-dp`; (2) each pack count of `--large` at ga 16, 64 and 256 (ga 16 alone above
@@ -36,13 +36,18 @@
 // exactly, where its table has at most 2^30 entries; and the batches whose search stopped at the
 // work bound. `--smoke` runs a tiny grid (the ctest smoke run); `--json FILE` also writes one
 // record per batch (every seed and eps) to FILE, with the batch's limit on B and the bytes the
-// answer and Karmarkar-Karp move as integers; `--write-batches DIR` writes every batch (once per
-// seed) to DIR as the CSV packswap-plan reads, named DIST-DPxGA[xMBS]-sSEED.csv (a ':' in DIST as
-// '_'), for tools that weigh the answers against other bounds (scripts/fewest_within_limit.py).
+// answer and Karmarkar-Karp move as integers (weighted with `--ranks-per-node`);
+// `--write-batches DIR` writes every batch (once per seed) to DIR as the CSV packswap-plan reads,
+// named DIST-DPxGA[xMBS]-sSEED.csv (a ':' in DIST as '_'), for tools that weigh the answers
+// against other bounds (scripts/fewest_within_limit.py).
 // `--cost-unit U` multiplies every batch's costs by U (not the reference's), as a finer unit
 // would give them (10^6: microseconds in picoseconds), where the total stays within int64.
 // `--work-scale S` solves every batch with `solve_options::work_scale` S (not the reference, which
 // keeps the default, so "x ref" reads alike at every S): the dial between time and moved bytes.
+// `--ranks-per-node N` solves every batch (not the reference) with N ranks to a node, a byte that
+// crosses nodes weighing `--node-weight` (topology::uniform): the moved bytes, the answer's and
+// Karmarkar-Karp's, are then the weighted bytes the solver minimises, and "LB mv" the bound on
+// plain bytes, which no weighted figure is below (every moved byte weighs at least 1).
 #include "../../examples/common/cli.hpp"
 
 #include <packswap/balance/batch_csv.hpp>
@@ -204,7 +209,8 @@ constexpr const char* usage =
     "    [--small-dp 1,2,4,8] [--large 262144,1048576|none] [--mbs 2,4|none]\n"
     "    [--shapes DPxGA[xMBS],...] [--dists all|a,b,...] [--eps 0,0.001,0.01] [--seeds 3]\n"
     "    [--first-seed 1] [--repeat 3] [--json FILE] [--write-batches DIR] [--kept]\n"
-    "    [--flow-work 33554432] [--cost-unit 1] [--work-scale 1] [--smoke]\n";
+    "    [--flow-work 33554432] [--cost-unit 1] [--work-scale 1] [--ranks-per-node N]\n"
+    "    [--node-weight 4] [--smoke]\n";
 
 // Multiplies every cost of `packs` by `unit` (--cost-unit); a usage error, naming the batch,
 // where their total would leave int64.
@@ -330,7 +336,8 @@ int run(int argc, char** argv) {
   const packswap::cli::options opt(argc, argv,
                                    {"packs", "ga", "small-dp", "large", "mbs", "shapes", "dists",
                                     "eps", "seeds", "first-seed", "repeat", "json", "flow-work",
-                                    "write-batches", "cost-unit", "work-scale"},
+                                    "write-batches", "cost-unit", "work-scale", "ranks-per-node",
+                                    "node-weight"},
                                    {"smoke", "kept", "help"});
   if (opt.flag("help")) {
     std::cout << usage;
@@ -376,6 +383,16 @@ int run(int argc, char** argv) {
   const auto flow_work = opt.integer("flow-work", fewest_flow_work, 0, INT64_MAX / 2);
   const auto cost_unit = opt.integer("cost-unit", 1, 1, INT64_MAX);
   const double work_scale = opt.real("work-scale", 1.0, 0.001, 64.0);
+  // One node unless --ranks-per-node: then every weighted byte below is a plain one.
+  const auto ranks_per_node = opt.integer("ranks-per-node", 0, 1, INT32_MAX);
+  const auto node_weight = opt.integer("node-weight", 4, 1, INT64_MAX);
+  if (opt.has("node-weight") && ranks_per_node == 0) {
+    throw packswap::cli::usage_error("--node-weight needs --ranks-per-node");
+  }
+  const packswap::topology topo =
+      ranks_per_node == 0
+          ? packswap::topology{}
+          : packswap::topology::uniform(static_cast<std::int32_t>(ranks_per_node), node_weight);
   const auto reference = [&](int times) {
     for (int i = 0; i < times; ++i) {
       ref_ms.push_back(timed_solve(ref_batch, ref_shape, {}, sol));
@@ -397,7 +414,8 @@ int run(int argc, char** argv) {
             write_batch(batches_dir, dist, s, seed, packs);
           }
           const auto kk = packswap::bench::karmarkar_karp_per_step(packs, s);
-          const std::int64_t kk_moved = packswap::measure_movement(packs, kk, s).moved_bytes;
+          const std::int64_t kk_moved =
+              packswap::measure_movement(packs, kk, s, topo).weighted_bytes;
           const auto kk_bytes = static_cast<double>(kk_moved);
           std::int64_t lb = s.mbs == 1 ? packswap::test::moved_lower_bound(packs, s) : -1;
           if (s.mbs == 1 && s.dp > 2) { // at dp 2 the bound is exact already
@@ -408,6 +426,7 @@ int run(int argc, char** argv) {
             packswap::solve_options so;
             so.eps = e;
             so.work_scale = work_scale;
+            so.topology = topo;
             std::vector<double> times;
             for (int r = 0; r < repeat; ++r) {
               times.push_back(timed_solve(packs, s, so, sol));
@@ -423,21 +442,22 @@ int run(int argc, char** argv) {
             // With two ranks, where the solver moves more than the fewest of any assignment, the
             // fewest of those within the limit (exact; skipped where its table is too large).
             std::int64_t lb_within = lb;
-            if (s.dp == 2 && s.mbs == 1 && sol.movement.moved_bytes > lb) {
+            const std::int64_t moved = sol.movement.weighted_bytes;
+            if (s.dp == 2 && s.mbs == 1 && moved > lb) {
               const auto within =
                   packswap::test::moved_two_ranks_within(packs, limit, two_rank_table_cells);
               lb_within = within.value_or(lb);
             }
             const double lb_kk =
                 lb < 0 ? -1 : bytes_ratio(static_cast<double>(lb_within), kk_bytes);
-            records.push_back(
-                {sec.name, dist, s, e, static_cast<std::uint64_t>(seed), median(times),
-                 ratio(static_cast<double>(b.a), static_cast<double>(b.lb_a)),
-                 ratio(static_cast<double>(b.a), old_lb),
-                 ratio(static_cast<double>(b.b), static_cast<double>(sol.stage1_b)),
-                 ratio(static_cast<double>(b.b), static_cast<double>(limit)),
-                 bytes_ratio(static_cast<double>(sol.movement.moved_bytes), kk_bytes), lb_kk,
-                 sol.stage2_bounded, sol.stage2_work, limit, sol.movement.moved_bytes, kk_moved});
+            records.push_back({sec.name, dist, s, e, static_cast<std::uint64_t>(seed),
+                               median(times),
+                               ratio(static_cast<double>(b.a), static_cast<double>(b.lb_a)),
+                               ratio(static_cast<double>(b.a), old_lb),
+                               ratio(static_cast<double>(b.b), static_cast<double>(sol.stage1_b)),
+                               ratio(static_cast<double>(b.b), static_cast<double>(limit)),
+                               bytes_ratio(static_cast<double>(moved), kk_bytes), lb_kk,
+                               sol.stage2_bounded, sol.stage2_work, limit, moved, kk_moved});
           }
         }
         reference(1);
@@ -451,7 +471,9 @@ int run(int argc, char** argv) {
     out << "{\"cpu\": " << packswap::cli::quote(cpu_model())
         << ", \"reference_ms\": " << packswap::cli::number(ref)
         << ", \"solver\": " << packswap::cli::quote(timed_solve.kept ? "kept" : "fresh")
-        << ", \"work_scale\": " << packswap::cli::number(work_scale) << ", \"batches\": [";
+        << ", \"work_scale\": " << packswap::cli::number(work_scale)
+        << ", \"ranks_per_node\": " << ranks_per_node
+        << ", \"node_weight\": " << (ranks_per_node == 0 ? 1 : node_weight) << ", \"batches\": [";
     for (std::size_t i = 0; i < records.size(); ++i) {
       const auto& r = records[i];
       out << (i == 0 ? "\n  " : ",\n  ") << "{\"section\": " << packswap::cli::quote(r.section)
@@ -483,6 +505,11 @@ int run(int argc, char** argv) {
               repeat, timed_solve.kept ? "; one solver kept across calls" : "");
   if (work_scale != 1.0) {
     std::printf("work_scale %g for every batch but the reference\n", work_scale);
+  }
+  if (ranks_per_node != 0) {
+    std::printf("%lld ranks to a node, a byte across nodes weighing %lld, for every batch but the "
+                "reference; moved bytes weighted\n",
+                static_cast<long long>(ranks_per_node), static_cast<long long>(node_weight));
   }
   struct worst {
     double ms = 0, a = 0, a_old = 0, b = -1, limit = 0, lb = -1; // b: -1 without eps = 0
