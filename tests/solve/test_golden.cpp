@@ -53,6 +53,15 @@ const golden_stress stress_table[] = {
 #include "golden_stress_table.inc"
 };
 
+// Stress batches (seed 7) on nodes of 8 ranks, a byte across nodes weighing 4: the bring-home
+// then tries the ranks of a pack's home node too, where none brings it home, reading the levels
+// whose costs let the loads fit (stage2::bring_home_phase) from 32 levels (uniform and
+// bytes_tied at ga 64, eps 0 and 0.01), by level (pareto at ga 256, a settle after the work
+// bound), or its places (ga 16; bimodal's a settle after the work bound).
+const golden_stress nodes_table[] = {
+#include "golden_nodes_table.inc"
+};
+
 } // namespace
 
 TEST_CASE("fixed batches give the same assignment, bit for bit, on every build") {
@@ -76,12 +85,18 @@ TEST_CASE("fixed batches give the same assignment, bit for bit, on every build")
   }
 }
 
-TEST_CASE("stress batches, the work bound hit or not, give the same assignment on every build") {
+namespace {
+
+// Checks (or, with PACKSWAP_PRINT_GOLDEN set, prints) every batch of `batches`, each solved with
+// `topo`.
+template <std::size_t N>
+void check_stress(const golden_stress (&batches)[N], const topology& topo) {
   const bool print = std::getenv("PACKSWAP_PRINT_GOLDEN") != nullptr;
-  for (const auto& g : stress_table) {
+  for (const auto& g : batches) {
     const auto packs = test::stress::batch(g.s, g.d, 7);
     solve_options opt;
     opt.eps = g.eps;
+    opt.topology = topo;
     const auto sol = solve(packs, g.s, opt);
     const auto d = digest(sol.cells);
     if (print) {
@@ -95,4 +110,14 @@ TEST_CASE("stress batches, the work bound hit or not, give the same assignment o
     CHECK(sol.stage2_bounded == g.bounded);
     CHECK(d == g.digest);
   }
+}
+
+} // namespace
+
+TEST_CASE("stress batches, the work bound hit or not, give the same assignment on every build") {
+  check_stress(stress_table, topology{});
+}
+
+TEST_CASE("stress batches on nodes of 8 ranks give the same assignment on every build") {
+  check_stress(nodes_table, topology::uniform(8, 4));
 }
