@@ -290,12 +290,14 @@ class bring_home_phase {
             // of t, cost(p) + room of r]: only the levels whose costs meet that range are read
             // (`window_levels`), from the lists. By level that is the walk; with few levels it
             // tells whether t has any such pack, and only then are t's places read as for h,
-            // so the same trades are weighed in the same order. (Reading every level, or every
-            // place, of the node's ranks, whose trades rarely fit the loads at eps = 0, `uniform`
-            // 256 x 64 on nodes of 8 ranks took 5.6 ms instead of 3.1, and `vlm-pretrain` 4,096 x
-            // 64 136 ms instead of 102, with the same plans. With 16 levels the lists cost more
-            // than the places they spare at 262,144 packs and more, `pareto` 16,384 x 16 taking
-            // 1.16-1.18 times as long: from `mates_by_window_from` levels only.)
+            // so the same trades are weighed in the same order, for less work counted. (Reading
+            // every level, or every place, of the node's ranks, whose trades rarely fit the loads
+            // at eps = 0, `uniform` 256 x 64 on nodes of 8 ranks took 5.6 ms instead of 3.1, and
+            // `vlm-pretrain` 4,096 x 64 136 ms instead of 102, with the same plans; where the
+            // work bounds a settle, it now goes further. With 16 levels the lists cost more than
+            // the places they spare at 262,144 packs and more, `pareto` 16,384 x 16 taking
+            // 1.16-1.18 times as long, and the work they count moved searches (`pareto` 4,096 x
+            // 16: 1.23 times the weighted bytes): from `mates_by_window_from` levels only.)
             const std::int64_t c_lo = p_cost - (st.limit - st.load[t]);
             const std::int64_t c_hi = p_cost + (st.limit - st.load[r]);
             const auto [from, to] = window_levels(st, static_cast<std::size_t>(p_level), c_lo, c_hi,
