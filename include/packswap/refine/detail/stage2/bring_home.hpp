@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -284,6 +285,9 @@ class bring_home_phase {
             }
           }
           find_lowest();
+          // The levels a by-level walk reads: all those the trade may take, unless narrowed below.
+          auto from = static_cast<std::size_t>(lowest);
+          auto to = highest;
           if (t != h && mates_by_window) {
             // A rank of the home node other than h: its trades take no compensating pair, so
             // only a pack q whose cost lets both loads fit can trade, cost(q) in [cost(p) - room
@@ -300,19 +304,12 @@ class bring_home_phase {
             // 16: 1.23 times the weighted bytes): from `mates_by_window_from` levels only.)
             const std::int64_t c_lo = p_cost - (st.limit - st.load[t]);
             const std::int64_t c_hi = p_cost + (st.limit - st.load[r]);
-            const auto [from, to] = window_levels(st, static_cast<std::size_t>(p_level), c_lo, c_hi,
-                                                  static_cast<std::size_t>(lowest), highest);
+            std::tie(from, to) =
+                window_levels(st, static_cast<std::size_t>(p_level), c_lo, c_hi, from, to);
             if (from > to) {
               return;
             }
-            if (by_level) {
-              walk_levels(st, t, from, to, [&](std::size_t q) {
-                trade(q, st.src(q), st.pk[q].cost, st.pk[q].bytes);
-                return false;
-              });
-              return;
-            }
-            if (!walk_levels(st, t, from, to, [&](std::size_t q) {
+            if (!by_level && !walk_levels(st, t, from, to, [&](std::size_t q) {
                   return st.pk[q].cost >= c_lo && st.pk[q].cost <= c_hi;
                 })) {
               return;
@@ -343,7 +340,7 @@ class bring_home_phase {
             }
             return;
           }
-          walk_levels(st, t, static_cast<std::size_t>(lowest), highest, [&](std::size_t q) {
+          walk_levels(st, t, from, to, [&](std::size_t q) {
             trade(q, st.src(q), st.pk[q].cost, st.pk[q].bytes);
             return false;
           });
